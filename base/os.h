@@ -1,0 +1,81 @@
+// The one seam between hugepin and the kernel.
+//
+// Every file, memory and kernel-knob call of the library goes through an Os (mimalloc's prim.h,
+// leveldb's Env), so tests can point it at a recorded sysfs tree, play a kernel that answers
+// differently, or inject failures — on a machine with one NUMA node and no hugepages.
+//
+// Contract of every method: returns 0 (or a non-negative result) on success and -errno on
+// failure; never throws; never reads or leaves the global errno. Implementations are
+// thread-safe.
+#pragma once
+
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace hugepin {
+
+class Os {
+ public:
+  virtual ~Os() = default;
+
+  // Kernel files: absolute /sys and /proc paths, resolved under this Os's system root.
+  virtual int read_file(const std::string& path, std::string* contents) = 0;
+  virtual int write_file(const std::string& path, std::string_view contents) = 0;
+  virtual int list_dir(const std::string& path, std::vector<std::string>* names) = 0;
+  // The root that kernel paths resolve under ("/" on a real system).
+  virtual const std::string& system_root() const = 0;
+
+  // Data files, on real paths (hugetlbfs mounts, /dev/shm). open returns the descriptor.
+  virtual int open(const std::string& path, int flags, mode_t mode) = 0;
+  virtual int close(int fd) = 0;
+  virtual int ftruncate(int fd, uint64_t size) = 0;
+  virtual int fstat(int fd, struct stat* out) = 0;
+  virtual int fstatfs(int fd, struct statfs* out) = 0;
+  virtual int fchmod(int fd, mode_t mode) = 0;
+  virtual int fchown(int fd, uid_t uid, gid_t gid) = 0;
+  virtual int unlink(const std::string& path) = 0;
+  virtual int mkdir(const std::string& path, mode_t mode) = 0;
+  virtual int rmdir(const std::string& path) = 0;
+  // Real directory listing (not under the system root), for data directories.
+  virtual int list_data_dir(const std::string& path, std::vector<std::string>* names) = 0;
+  virtual int mount(const std::string& source, const std::string& target,
+                    const std::string& fstype, unsigned long flags, const std::string& data) = 0;
+  virtual int umount(const std::string& target) = 0;
+
+  // Memory.
+  virtual int mmap(size_t length, int prot, int flags, int fd, off_t offset, void** out) = 0;
+  virtual int munmap(void* addr, size_t length) = 0;
+  virtual int madvise(void* addr, size_t length, int advice) = 0;
+  // mbind(2): `nodemask` has `maxnode` bits.
+  virtual int mbind(void* addr, size_t length, int mode, const unsigned long* nodemask,
+                    unsigned long maxnode, unsigned flags) = 0;
+  // For each address in `pages`, the NUMA node of the page behind it, or -errno for that page
+  // (move_pages(2) in query mode). The call itself returns 0 or -errno.
+  virtual int query_page_nodes(size_t count, void* const* pages, int* nodes) = 0;
+
+  // Threads: pin the calling thread to `cpus` (an empty list is a no-op).
+  virtual int set_thread_cpus(const std::vector<int>& cpus) = 0;
+};
+
+// The process's real kernel, system root "/". Lives for the whole process.
+Os& real_os();
+
+// A real kernel whose /sys and /proc reads and writes go under `system_root` instead: a recorded
+// tree for tests. Everything else is the real system call.
+std::unique_ptr<Os> make_rooted_os(std::string system_root);
+
+// Reads a kernel file and parses it as one unsigned decimal number (surrounding white space
+// allowed). Throws Error naming the file and its content when it is missing or malformed.
+uint64_t read_kernel_u64(Os& os, const std::string& path);
+
+// Reads a kernel file; throws Error naming the file when it cannot.
+std::string read_kernel_text(Os& os, const std::string& path);
+
+}  // namespace hugepin

@@ -1,0 +1,177 @@
+// The real Os: thin wrappers over system calls, capturing errno at each call.
+#include <dirent.h>
+#include <fcntl.h>
+#include <numaif.h>
+#include <pthread.h>
+#include <sched.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+
+#include "base/error.h"
+#include "base/os.h"
+
+namespace hugepin {
+namespace {
+
+int result_or_errno(long result) { return result < 0 ? -errno : static_cast<int>(result); }
+
+int list_directory(const std::string& path, std::vector<std::string>* names) {
+  DIR* dir = ::opendir(path.c_str());
+  if (dir == nullptr) return -errno;
+  names->clear();
+  errno = 0;
+  while (dirent* entry = ::readdir(dir)) {
+    std::string_view name = entry->d_name;
+    if (name != "." && name != "..") names->emplace_back(name);
+  }
+  int error = errno;
+  ::closedir(dir);
+  return error != 0 ? -error : 0;
+}
+
+class PosixOs final : public Os {
+ public:
+  explicit PosixOs(std::string root) : root_(std::move(root)) {
+    while (root_.size() > 1 && root_.back() == '/') root_.pop_back();
+  }
+
+  int read_file(const std::string& path, std::string* contents) override {
+    int fd = ::open(resolve(path).c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -errno;
+    contents->clear();
+    char buffer[4096];
+    for (;;) {
+      ssize_t n = ::read(fd, buffer, sizeof buffer);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        int error = errno;
+        ::close(fd);
+        return -error;
+      }
+      if (n == 0) break;
+      contents->append(buffer, static_cast<size_t>(n));
+    }
+    ::close(fd);
+    return 0;
+  }
+
+  int write_file(const std::string& path, std::string_view contents) override {
+    int fd = ::open(resolve(path).c_str(), O_WRONLY | O_CLOEXEC | O_TRUNC);
+    if (fd < 0) return -errno;
+    // Kernel knobs take one write; a short write to sysfs is an error, not a retry.
+    ssize_t n = ::write(fd, contents.data(), contents.size());
+    int error = n < 0 ? errno : (static_cast<size_t>(n) != contents.size() ? EIO : 0);
+    ::close(fd);
+    return -error;
+  }
+
+  int list_dir(const std::string& path, std::vector<std::string>* names) override {
+    return list_directory(resolve(path), names);
+  }
+
+  const std::string& system_root() const override { return root_; }
+
+  int open(const std::string& path, int flags, mode_t mode) override {
+    return result_or_errno(::open(path.c_str(), flags | O_CLOEXEC, mode));
+  }
+  int close(int fd) override { return result_or_errno(::close(fd)); }
+  int ftruncate(int fd, uint64_t size) override {
+    return result_or_errno(::ftruncate(fd, static_cast<off_t>(size)));
+  }
+  int fstat(int fd, struct stat* out) override { return result_or_errno(::fstat(fd, out)); }
+  int fstatfs(int fd, struct statfs* out) override { return result_or_errno(::fstatfs(fd, out)); }
+  int fchmod(int fd, mode_t mode) override { return result_or_errno(::fchmod(fd, mode)); }
+  int fchown(int fd, uid_t uid, gid_t gid) override {
+    return result_or_errno(::fchown(fd, uid, gid));
+  }
+  int unlink(const std::string& path) override { return result_or_errno(::unlink(path.c_str())); }
+  int mkdir(const std::string& path, mode_t mode) override {
+    return result_or_errno(::mkdir(path.c_str(), mode));
+  }
+  int rmdir(const std::string& path) override { return result_or_errno(::rmdir(path.c_str())); }
+  int list_data_dir(const std::string& path, std::vector<std::string>* names) override {
+    return list_directory(path, names);
+  }
+  int mount(const std::string& source, const std::string& target, const std::string& fstype,
+            unsigned long flags, const std::string& data) override {
+    return result_or_errno(
+        ::mount(source.c_str(), target.c_str(), fstype.c_str(), flags, data.c_str()));
+  }
+  int umount(const std::string& target) override {
+    return result_or_errno(::umount(target.c_str()));
+  }
+
+  int mmap(size_t length, int prot, int flags, int fd, off_t offset, void** out) override {
+    void* addr = ::mmap(nullptr, length, prot, flags, fd, offset);
+    if (addr == MAP_FAILED) return -errno;
+    *out = addr;
+    return 0;
+  }
+  int munmap(void* addr, size_t length) override { return result_or_errno(::munmap(addr, length)); }
+  int madvise(void* addr, size_t length, int advice) override {
+    return result_or_errno(::madvise(addr, length, advice));
+  }
+  int mbind(void* addr, size_t length, int mode, const unsigned long* nodemask,
+            unsigned long maxnode, unsigned flags) override {
+    return result_or_errno(::mbind(addr, length, mode, nodemask, maxnode, flags));
+  }
+  int query_page_nodes(size_t count, void* const* pages, int* nodes) override {
+    // move_pages with nodes == NULL only reports where each page is; it moves nothing.
+    long result = ::move_pages(0, count, const_cast<void**>(pages), nullptr, nodes, 0);
+    return result < 0 ? -errno : 0;
+  }
+
+  int set_thread_cpus(const std::vector<int>& cpus) override {
+    if (cpus.empty()) return 0;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    for (int cpu : cpus) {
+      if (cpu >= 0 && cpu < CPU_SETSIZE) CPU_SET(cpu, &set);
+    }
+    return -pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+  }
+
+ private:
+  std::string resolve(const std::string& path) const {
+    return root_ == "/" ? path : root_ + path;
+  }
+
+  std::string root_;
+};
+
+}  // namespace
+
+Os& real_os() {
+  static PosixOs os("/");
+  return os;
+}
+
+std::unique_ptr<Os> make_rooted_os(std::string system_root) {
+  return std::make_unique<PosixOs>(std::move(system_root));
+}
+
+std::string read_kernel_text(Os& os, const std::string& path) {
+  std::string contents;
+  if (int rc = os.read_file(path, &contents); rc < 0) throw_errno(cat("cannot read ", path), -rc);
+  return contents;
+}
+
+uint64_t read_kernel_u64(Os& os, const std::string& path) {
+  std::string contents = read_kernel_text(os, path);
+  std::string_view text = contents;
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.remove_suffix(1);
+  while (!text.empty() && text.front() == ' ') text.remove_prefix(1);
+  uint64_t value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size()) {
+    throw Error(cat("malformed kernel file ", path, ": '", text.substr(0, 40),
+                    "' is not an unsigned number"));
+  }
+  return value;
+}
+
+}  // namespace hugepin

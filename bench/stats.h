@@ -1,0 +1,21 @@
+// Summaries of repeated measurements: the median, and the spread around it.
+#pragma once
+
+#include <vector>
+
+namespace hugepin::bench {
+
+struct Summary {
+  double median = 0;
+  double min = 0;
+  double max = 0;
+  // (max - min) / median: how far apart the repeats were.
+  double spread() const { return median > 0 ? (max - min) / median : 0; }
+};
+
+Summary summarize(std::vector<double> samples);
+
+// The p-th percentile (0..100) by nearest rank; `samples` need not be sorted.
+double percentile(std::vector<double> samples, double p);
+
+}  // namespace hugepin::bench

@@ -1,0 +1,83 @@
+#include "cli/arena_view.h"
+
+#include "base/size.h"
+#include "base/table.h"
+
+namespace hugepin::cli {
+namespace {
+
+std::string node_text(int node) { return node < 0 ? "any" : std::to_string(node); }
+
+Json placement_json(const Placement& placement) {
+  Json nodes = Json::object();
+  for (auto [node, pages] : placement.pages_per_node) nodes[node < 0 ? "absent" : std::to_string(node)] = pages;
+  return {{"page_size", placement.page_size},
+          {"pages_total", placement.pages_total},
+          {"pages_checked", placement.pages_checked},
+          {"pages_per_node", nodes}};
+}
+
+}  // namespace
+
+std::string arena_report_table(const ArenaReport& report) {
+  Table table({"RANK", "BYTES", "PAGE", "NODE ASKED", "PAGES ON", "THREADS", "RESERVE s", "FAULT s", "VERIFY s", "FILE"},
+              {Table::Align::kRight, Table::Align::kRight, Table::Align::kRight, Table::Align::kRight,
+               Table::Align::kLeft, Table::Align::kRight, Table::Align::kRight, Table::Align::kRight,
+               Table::Align::kRight, Table::Align::kLeft});
+  for (const RegionReport& region : report.regions) {
+    table.add_row({std::to_string(region.rank), format_bytes(region.bytes), page_size_name(region.placement.page_size),
+                   node_text(region.node_requested), region.placement.describe(),
+                   std::to_string(region.prefault_threads), fixed(region.reserve_seconds, 3),
+                   fixed(region.fault_seconds, 3), fixed(region.verify_seconds, 3), region.path});
+  }
+  return table.render();
+}
+
+Json arena_report_json(const ArenaReport& report) {
+  Json regions = Json::array();
+  for (const RegionReport& region : report.regions) {
+    regions.push_back({{"rank", region.rank},
+                       {"path", region.path},
+                       {"bytes_requested", region.bytes_requested},
+                       {"bytes", region.bytes},
+                       {"node_requested", region.node_requested},
+                       {"placement", placement_json(region.placement)},
+                       {"fallback", region.fallback},
+                       {"prefault_threads", region.prefault_threads},
+                       {"reserve_seconds", region.reserve_seconds},
+                       {"fault_seconds", region.fault_seconds},
+                       {"verify_seconds", region.verify_seconds}});
+  }
+  return {{"name", report.name}, {"regions", regions}};
+}
+
+std::string arena_listing_table(const std::vector<ArenaListing>& listings) {
+  Table table({"ARENA", "RANK", "BYTES", "PAGE", "OWNER", "MODE", "FILE"},
+              {Table::Align::kLeft, Table::Align::kRight, Table::Align::kRight, Table::Align::kRight,
+               Table::Align::kRight, Table::Align::kRight, Table::Align::kLeft});
+  for (const ArenaListing& listing : listings) {
+    if (listing.regions.empty()) table.add_row({listing.name, "-", "-", "-", "-", "-", "(no region files)"});
+    for (const RegionFile& region : listing.regions) {
+      char mode[8];
+      std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(region.mode));
+      table.add_row({listing.name, std::to_string(region.rank), format_bytes(region.bytes),
+                     page_size_name(region.page_size), std::to_string(region.owner), mode, region.path});
+    }
+  }
+  return table.render();
+}
+
+Json arena_listing_json(const std::vector<ArenaListing>& listings) {
+  Json arenas = Json::array();
+  for (const ArenaListing& listing : listings) {
+    Json regions = Json::array();
+    for (const RegionFile& region : listing.regions) {
+      regions.push_back({{"rank", region.rank}, {"path", region.path}, {"bytes", region.bytes},
+                         {"page_size", region.page_size}, {"owner_uid", region.owner}, {"mode", region.mode}});
+    }
+    arenas.push_back({{"name", listing.name}, {"regions", regions}});
+  }
+  return {{"arenas", arenas}};
+}
+
+}  // namespace hugepin::cli

@@ -1,0 +1,88 @@
+// hugepin arena create|list|destroy
+#include <iostream>
+
+#include "base/size.h"
+#include "cli/arena_view.h"
+#include "cli/command.h"
+#include "hugemem/arena.h"
+
+namespace hugepin::cli {
+
+void add_arena_commands(CLI::App& app, Context& context) {
+  CLI::App* arena = app.add_subcommand("arena", "Create, list and destroy arenas");
+  arena->require_subcommand(1);
+
+  struct CreateArgs {
+    std::string name;
+    std::string size;
+    uint32_t ranks = 0;
+    std::string page_size = "auto";
+    std::optional<int> node;
+    bool strict = false;
+    unsigned threads = 0;
+    std::string dir;
+    bool json = false;
+  };
+  auto create_args = std::make_shared<CreateArgs>();
+  CLI::App* create = arena->add_subcommand("create", "Create an arena: one region file per rank, prefaulted");
+  create->add_option("NAME", create_args->name, "Arena name: letters, digits, '.', '_', '-'")->required();
+  create->add_option("--size", create_args->size, "Total bytes, split evenly over the ranks")
+      ->required()
+      ->check(size_validator());
+  create->add_option("--ranks", create_args->ranks, "Number of rank regions")->required()->check(CLI::Range(1, 65536));
+  create->add_option("--pagesize", create_args->page_size, "Page size (auto: 1G, then 2M, then 4K shared memory)")
+      ->check(page_size_validator(true));
+  create->add_option("--node", create_args->node, "Bind every region to this NUMA node")->check(CLI::NonNegativeNumber);
+  create->add_flag("--strict", create_args->strict, "Fail instead of falling back to a smaller page or another node");
+  create->add_option("--threads", create_args->threads, "Prefault threads per node (default: the node's CPUs, at most 16)");
+  create->add_option("--dir", create_args->dir, "hugetlbfs mount to use (default: found in /proc/mounts)");
+  create->add_flag("--json", create_args->json, "Print JSON (documented in README)");
+  create->callback([&context, create_args] {
+    context.action = [&context, create_args] {
+      ArenaOptions options;
+      options.page_size = page_size_value(create_args->page_size);
+      options.strict = create_args->strict;
+      options.prefault_threads = create_args->threads;
+      options.hugetlbfs_dir = create_args->dir;
+      std::vector<RegionRequest> requests = split_evenly(size_value(create_args->size), create_args->ranks);
+      for (RegionRequest& request : requests) request.node = create_args->node.value_or(-1);
+      ArenaReport report = create_arena(context.os(), create_args->name, requests, options);
+      if (create_args->json) {
+        print_json(arena_report_json(report));
+      } else {
+        std::cout << arena_report_table(report);
+      }
+      return 0;
+    };
+  });
+
+  auto list_json = std::make_shared<bool>(false);
+  CLI::App* list = arena->add_subcommand("list", "List arenas and their region files");
+  list->add_flag("--json", *list_json, "Print JSON (documented in README)");
+  list->callback([&context, list_json] {
+    context.action = [&context, list_json] {
+      std::vector<ArenaListing> listings = list_arenas(context.os());
+      if (*list_json) {
+        print_json(arena_listing_json(listings));
+      } else if (listings.empty()) {
+        std::cout << "no arenas\n";
+      } else {
+        std::cout << arena_listing_table(listings);
+      }
+      return 0;
+    };
+  });
+
+  auto destroy_name = std::make_shared<std::string>();
+  CLI::App* destroy = arena->add_subcommand("destroy", "Remove an arena and all its files");
+  destroy->add_option("NAME", *destroy_name, "Arena name")->required();
+  destroy->callback([&context, destroy_name] {
+    context.action = [&context, destroy_name] {
+      size_t removed = destroy_arena(context.os(), *destroy_name);
+      std::cout << "destroyed arena '" << *destroy_name << "' (" << removed << " region files)\n";
+      return 0;
+    };
+  });
+}
+
+}  // namespace hugepin::cli

@@ -1,0 +1,111 @@
+// hugepin bench ...: side-by-side benchmarks. Each prints one table (JSON with --json): ours,
+// the alternative users have now, and the ratio.
+#include <unistd.h>
+
+#include <algorithm>
+#include <iostream>
+#include <thread>
+
+#include "base/size.h"
+#include "base/table.h"
+#include "bench/host_pin_bench.h"
+#include "cli/command.h"
+
+namespace hugepin::cli {
+namespace {
+
+struct PinArgs {
+  std::string size = "4G";
+  std::vector<std::string> threads{"1", "2", "all"};
+  std::string page_size = "2M";
+  unsigned repeat = 3;
+  unsigned warmup = 1;
+  std::string dir;
+  bool json = false;
+};
+
+std::vector<unsigned> thread_counts(const std::vector<std::string>& texts) {
+  std::vector<unsigned> counts;
+  for (const std::string& text : texts) {
+    if (text == "all") {
+      counts.push_back(std::max(1u, std::thread::hardware_concurrency()));
+      continue;
+    }
+    char* end = nullptr;
+    unsigned long value = std::strtoul(text.c_str(), &end, 10);
+    if (text.empty() || *end != '\0' || value == 0 || value > 1024) {
+      throw UsageError(cat("--threads: '", text, "' is not a thread count (1-1024 or all)"));
+    }
+    counts.push_back(static_cast<unsigned>(value));
+  }
+  std::sort(counts.begin(), counts.end());
+  counts.erase(std::unique(counts.begin(), counts.end()), counts.end());
+  return counts;
+}
+
+std::string seconds_cell(const bench::Summary& summary) { return fixed(summary.median, 3); }
+
+int run_pin(Context& context, const PinArgs& args) {
+  bench::HostPinOptions options;
+  options.bytes = size_value(args.size);
+  options.page_size = page_size_value(args.page_size);
+  options.thread_counts = thread_counts(args.threads);
+  options.repeat = args.repeat;
+  options.hugetlbfs_dir = args.dir;
+  options.warmup = args.warmup;
+  const bool show_progress = isatty(STDERR_FILENO) != 0;
+  auto progress = [&](const std::string& line) {
+    if (show_progress) std::cerr << "\r\033[K  " << line << std::flush;
+  };
+  std::vector<bench::HostPinRow> rows = bench::run_host_pin_bench(context.os(), options, progress);
+  if (show_progress) std::cerr << "\r\033[K";
+
+  if (args.json) {
+    Json json_rows = Json::array();
+    for (const bench::HostPinRow& row : rows) {
+      auto summary = [](const bench::Summary& s) { return Json{{"median", s.median}, {"min", s.min}, {"max", s.max}}; };
+      json_rows.push_back({{"method", row.method}, {"threads", row.threads}, {"page_size", row.page_size},
+                           {"reserve_seconds", summary(row.reserve)}, {"fault_seconds", summary(row.fault)},
+                           {"verify_seconds", summary(row.verify)}, {"total_seconds", summary(row.total)},
+                           {"gb_per_second", static_cast<double>(options.bytes) / row.total.median / 1e9}});
+    }
+    print_json({{"benchmark", "pin-host"}, {"bytes", options.bytes}, {"repeat", options.repeat},
+                {"warmup", options.warmup}, {"rows", json_rows}});
+    return 0;
+  }
+  std::cout << "time until " << format_bytes(options.bytes)
+            << " of host memory is faulted in (median of " << options.repeat << "; seconds)\n";
+  Table table({"METHOD", "THREADS", "RESERVE", "FAULT", "VERIFY", "TOTAL", "SPREAD", "GB/s", "vs 4K"},
+              {Table::Align::kLeft});
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const bench::HostPinRow& row = rows[i];
+    // Rows come in pairs, arena then 4 KiB, at the same thread count.
+    const bench::HostPinRow& baseline = rows[i % 2 == 0 ? i + 1 : i];
+    table.add_row({row.method, std::to_string(row.threads), seconds_cell(row.reserve), seconds_cell(row.fault),
+                   seconds_cell(row.verify), seconds_cell(row.total), fixed(100 * row.total.spread(), 0) + "%",
+                   fixed(static_cast<double>(options.bytes) / row.total.median / 1e9, 2),
+                   fixed(baseline.total.median / row.total.median, 2) + "x"});
+  }
+  std::cout << table.render();
+  return 0;
+}
+
+}  // namespace
+
+void add_bench_commands(CLI::App& app, Context& context) {
+  CLI::App* bench = app.add_subcommand("bench", "Side-by-side benchmarks against what engines use now");
+  bench->require_subcommand(1);
+
+  auto pin_args = std::make_shared<PinArgs>();
+  CLI::App* pin = bench->add_subcommand("pin", "Time until host memory is ready: arena vs 4 KiB mmap + touch");
+  pin->add_option("--size", pin_args->size, "Bytes per run")->check(size_validator());
+  pin->add_option("--threads", pin_args->threads, "Thread counts, comma-separated (all = every CPU)")->delimiter(',');
+  pin->add_option("--pagesize", pin_args->page_size, "Arena page size")->check(page_size_validator(true));
+  pin->add_option("--repeat", pin_args->repeat, "Runs per row")->check(CLI::Range(1, 100));
+  pin->add_option("--warmup", pin_args->warmup, "Unmeasured runs first")->check(CLI::Range(0, 100));
+  pin->add_option("--dir", pin_args->dir, "hugetlbfs mount to use");
+  pin->add_flag("--json", pin_args->json, "Print JSON");
+  pin->callback([&context, pin_args] { context.action = [&context, pin_args] { return run_pin(context, *pin_args); }; });
+}
+
+}  // namespace hugepin::cli

@@ -1,0 +1,195 @@
+// hugepin pool show|set|clear|mount
+#include <grp.h>
+#include <pwd.h>
+
+#include <iostream>
+
+#include "base/size.h"
+#include "base/table.h"
+#include "cli/command.h"
+#include "hugemem/pool.h"
+
+namespace hugepin::cli {
+namespace {
+
+Json pool_json(const PoolState& state) {
+  Json json;
+  json["default_page_size"] = state.default_page_size;
+  json["page_sizes"] = state.page_sizes;
+  json["nodes"] = state.nodes;
+  Json per_node = Json::array();
+  for (const PoolCounts& row : state.per_node) {
+    per_node.push_back({{"node", row.node}, {"page_size", row.page_size}, {"total", row.total},
+                        {"free", row.free}, {"surplus", row.surplus}});
+  }
+  json["per_node"] = per_node;
+  Json system = Json::array();
+  for (const PoolCounts& row : state.system) {
+    system.push_back({{"page_size", row.page_size}, {"total", row.total}, {"free", row.free},
+                      {"surplus", row.surplus}, {"reserved", row.reserved}});
+  }
+  json["system"] = system;
+  Json mounts = Json::array();
+  for (const HugetlbfsMount& mount : state.mounts) {
+    mounts.push_back({{"dir", mount.dir}, {"page_size", mount.page_size}, {"options", mount.options}});
+  }
+  json["mounts"] = mounts;
+  json["thp"] = {{"enabled", state.thp.enabled}, {"defrag", state.thp.defrag},
+                 {"shmem_enabled", state.thp.shmem_enabled}};
+  return json;
+}
+
+void print_pool(const PoolState& state) {
+  Table table({"NODE", "PAGE", "TOTAL", "FREE", "SURPLUS", "RESERVED", "FREE BYTES"});
+  for (const PoolCounts& row : state.per_node) {
+    table.add_row({std::to_string(row.node), page_size_name(row.page_size), std::to_string(row.total),
+                   std::to_string(row.free), std::to_string(row.surplus), "-",
+                   format_bytes(row.free * row.page_size)});
+  }
+  for (const PoolCounts& row : state.system) {
+    table.add_row({"all", page_size_name(row.page_size), std::to_string(row.total), std::to_string(row.free),
+                   std::to_string(row.surplus), std::to_string(row.reserved),
+                   format_bytes(row.free * row.page_size)});
+  }
+  std::cout << table.render();
+  std::cout << "\nhugetlbfs mounts:";
+  if (state.mounts.empty()) std::cout << " none (hugepin pool mount --pagesize 2M)";
+  std::cout << "\n";
+  for (const HugetlbfsMount& mount : state.mounts) {
+    std::cout << "  " << mount.dir << "  " << page_size_name(mount.page_size) << "  (" << mount.options << ")\n";
+  }
+  std::cout << "\ntransparent hugepages: enabled=" << (state.thp.enabled.empty() ? "?" : state.thp.enabled)
+            << " defrag=" << (state.thp.defrag.empty() ? "?" : state.thp.defrag)
+            << " shmem_enabled=" << (state.thp.shmem_enabled.empty() ? "?" : state.thp.shmem_enabled) << "\n";
+}
+
+void print_changes(const std::vector<PoolChange>& changes) {
+  Table table({"NODE", "PAGE", "BEFORE", "ASKED", "NOW", "NOW BYTES"});
+  for (const PoolChange& change : changes) {
+    table.add_row({std::to_string(change.node), page_size_name(change.page_size), std::to_string(change.before),
+                   std::to_string(change.asked), std::to_string(change.after),
+                   format_bytes(change.after * change.page_size)});
+  }
+  std::cout << table.render();
+}
+
+uid_t user_id(const std::string& name) {
+  if (passwd* entry = getpwnam(name.c_str())) return entry->pw_uid;
+  throw UsageError(cat("unknown user '", name, "'"));
+}
+
+gid_t group_id(const std::string& name) {
+  if (group* entry = getgrnam(name.c_str())) return entry->gr_gid;
+  throw UsageError(cat("unknown group '", name, "'"));
+}
+
+}  // namespace
+
+void add_pool_commands(CLI::App& app, Context& context) {
+  CLI::App* pool = app.add_subcommand("pool", "Show and configure the hugepage pool");
+  pool->require_subcommand(1);
+
+  struct ShowArgs { bool json = false; };
+  auto show_args = std::make_shared<ShowArgs>();
+  CLI::App* show = pool->add_subcommand("show", "Pages per NUMA node and page size, mounts, THP settings");
+  show->add_flag("--json", show_args->json, "Print JSON (documented in README)");
+  show->callback([&context, show_args] {
+    context.action = [&context, show_args] {
+      PoolState state = read_pool(context.os());
+      if (show_args->json) {
+        print_json(pool_json(state));
+      } else {
+        print_pool(state);
+      }
+      return 0;
+    };
+  });
+
+  struct SetArgs {
+    std::string size;
+    std::optional<int> node;
+    std::string page_size = "2M";
+  };
+  auto set_args = std::make_shared<SetArgs>();
+  CLI::App* set = pool->add_subcommand("set", "Reserve SIZE of hugepages (per node, or split over all nodes)");
+  set->add_option("SIZE", set_args->size, "Bytes to hold in the pool (4G, 512M, ...)")->required()->check(size_validator());
+  set->add_option("--node", set_args->node, "NUMA node (default: split evenly over all nodes)")
+      ->check(CLI::NonNegativeNumber);
+  set->add_option("--pagesize", set_args->page_size, "Page size")->check(page_size_validator(false));
+  set->callback([&context, set_args] {
+    context.action = [&context, set_args] {
+      uint64_t page_size = page_size_value(set_args->page_size);
+      if (page_size < 2 * kMiB) throw UsageError("--pagesize must be 2M or 1G for the hugepage pool");
+      std::vector<PoolChange> changes = set_pool(context.os(), size_value(set_args->size), set_args->node, page_size);
+      print_changes(changes);
+      if (std::string shortfall = shortfall_message(changes); !shortfall.empty()) throw Error(shortfall);
+      return 0;
+    };
+  });
+
+  struct ClearArgs {
+    std::optional<int> node;
+    std::string page_size;
+  };
+  auto clear_args = std::make_shared<ClearArgs>();
+  CLI::App* clear = pool->add_subcommand("clear", "Release pool pages (pages in use stay until freed)");
+  clear->add_option("--node", clear_args->node, "NUMA node (default: all)")->check(CLI::NonNegativeNumber);
+  clear->add_option("--pagesize", clear_args->page_size, "Page size (default: all)")->check(page_size_validator(false));
+  clear->callback([&context, clear_args] {
+    context.action = [&context, clear_args] {
+      PoolState state = read_pool(context.os());
+      std::vector<uint64_t> sizes = state.page_sizes;
+      if (!clear_args->page_size.empty()) sizes = {page_size_value(clear_args->page_size)};
+      std::vector<PoolChange> all;
+      for (uint64_t page_size : sizes) {
+        std::vector<PoolChange> changes = set_pool(context.os(), 0, clear_args->node, page_size);
+        all.insert(all.end(), changes.begin(), changes.end());
+      }
+      print_changes(all);
+      for (const PoolChange& change : all) {
+        if (change.after > 0) {
+          std::cout << "node " << change.node << ": " << change.after << " " << page_size_name(change.page_size)
+                    << " pages are still in use (surplus until freed)\n";
+        }
+      }
+      return 0;
+    };
+  });
+
+  struct MountArgs {
+    std::string page_size = "2M";
+    std::string dir;
+    std::string user;
+    std::string group;
+    std::string mode = "1770";
+  };
+  auto mount_args = std::make_shared<MountArgs>();
+  CLI::App* mount = pool->add_subcommand("mount", "Mount hugetlbfs for a page size");
+  mount->add_option("--pagesize", mount_args->page_size, "Page size")->check(page_size_validator(false));
+  mount->add_option("--dir", mount_args->dir, "Mount point (default: /dev/hugepages, /dev/hugepages1G for 1G)");
+  mount->add_option("--user", mount_args->user, "Owner of the mount's root");
+  mount->add_option("--group", mount_args->group, "Group of the mount's root");
+  mount->add_option("--mode", mount_args->mode, "Octal mode of the mount's root");
+  mount->callback([&context, mount_args] {
+    context.action = [&context, mount_args] {
+      MountRequest request;
+      request.page_size = page_size_value(mount_args->page_size);
+      if (request.page_size < 2 * kMiB) throw UsageError("--pagesize must be 2M or 1G for hugetlbfs");
+      request.dir = mount_args->dir.empty() ? default_mount_dir(request.page_size) : mount_args->dir;
+      if (!mount_args->user.empty()) request.uid = user_id(mount_args->user);
+      if (!mount_args->group.empty()) request.gid = group_id(mount_args->group);
+      char* end = nullptr;
+      unsigned long mode = std::strtoul(mount_args->mode.c_str(), &end, 8);
+      if (mount_args->mode.empty() || *end != '\0' || mode > 07777) {
+        throw UsageError(cat("--mode '", mount_args->mode, "' is not an octal mode"));
+      }
+      request.mode = static_cast<mode_t>(mode);
+      bool mounted = mount_hugetlbfs(context.os(), request);
+      std::cout << request.dir << ": " << (mounted ? "mounted" : "already mounted") << " hugetlbfs with "
+                << page_size_name(request.page_size) << " pages\n";
+      return 0;
+    };
+  });
+}
+
+}  // namespace hugepin::cli

@@ -1,0 +1,358 @@
+#include "hugemem/arena.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <exception>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "base/error.h"
+#include "base/log.h"
+#include "base/size.h"
+#include "hugemem/naming.h"
+#include "hugemem/topology.h"
+
+namespace hugepin {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// The largest region hugepin accepts: 16 TiB, far above any host, far below overflow.
+constexpr uint64_t kMaxRegionBytes = 16 * kTiB;
+
+// A region being created: what was chosen, and what must be undone if creation fails.
+struct PendingRegion {
+  RegionRequest request;
+  BackingChoice backing;
+  std::string dir;
+  std::string path;
+  bool file_created = false;
+  MappedRegion mapping;
+  RegionReport report;
+};
+
+int make_dir(Os& os, const std::string& dir, mode_t mode) {
+  int rc = os.mkdir(dir, mode);
+  return rc == -EEXIST ? 0 : rc;
+}
+
+void remove_created(Os& os, std::vector<PendingRegion>& pending) {
+  std::set<std::string> dirs;
+  for (PendingRegion& region : pending) {
+    region.mapping = MappedRegion();
+    if (region.file_created) os.unlink(region.path);
+    dirs.insert(region.dir);
+  }
+  for (const std::string& dir : dirs) os.rmdir(dir);  // fails harmlessly when not empty
+}
+
+// Creates, sizes, maps and binds one region file (the "reserve" phase).
+void reserve_region(Os& os, PendingRegion& region, const ArenaOptions& options) {
+  auto start = Clock::now();
+  const uint64_t page_size = region.backing.page_size;
+  std::optional<uint64_t> bytes = round_up(region.request.bytes, page_size);
+  if (!bytes || *bytes > kMaxRegionBytes) {
+    throw Error(cat("rank ", region.request.rank, " asks for ", region.request.bytes,
+                    " bytes: more than the ", format_bytes(kMaxRegionBytes), " a region may have"));
+  }
+  std::string top = cat(region.backing.root_dir, "/", kDataDirName);
+  if (int rc = make_dir(os, top, 0755); rc < 0) throw_errno(cat("cannot create ", top), -rc);
+  mode_t dir_mode = options.group ? 0770 : 0700;
+  if (int rc = make_dir(os, region.dir, dir_mode); rc < 0) throw_errno(cat("cannot create ", region.dir), -rc);
+
+  mode_t file_mode = options.group ? (options.mode | 0060) & 0660 : options.mode;
+  int fd = os.open(region.path, O_RDWR | O_CREAT | O_EXCL, file_mode);
+  if (fd == -EEXIST) {
+    throw Error(cat("region file ", region.path, " already exists: remove the old arena first (hugepin arena destroy ",
+                    std::string_view(region.dir).substr(region.dir.rfind('/') + 1), ")"), EEXIST);
+  }
+  if (fd < 0) throw_errno(cat("cannot create region file ", region.path), -fd);
+  region.file_created = true;
+  auto fail = [&](std::string_view what, int rc) {
+    os.close(fd);
+    throw_errno(cat(what, " ", region.path), -rc);
+  };
+  if (options.group) {
+    if (int rc = os.fchown(fd, static_cast<uid_t>(-1), *options.group); rc < 0) fail("cannot set the group of", rc);
+  }
+  if (int rc = os.fchmod(fd, file_mode); rc < 0) fail("cannot set the mode of", rc);  // umask-proof
+  if (int rc = os.ftruncate(fd, *bytes); rc < 0) fail(cat("cannot size to ", format_bytes(*bytes)), rc);
+  void* data = nullptr;
+  if (int rc = os.mmap(*bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0, &data); rc < 0) {
+    std::string why = rc == -ENOMEM && page_size > 4 * kKiB
+                          ? cat(" (the ", page_size_name(page_size), " pool cannot reserve ",
+                                *bytes / page_size, " pages now)")
+                          : "";
+    fail(cat("cannot map ", format_bytes(*bytes), why, " of"), rc);
+  }
+  region.mapping = MappedRegion(os, region.path, fd, data, *bytes, page_size);
+  if (!bind_to_node(os, data, *bytes, region.request.node, options.strict)) {
+    log::warn_once("no-numa", "the kernel has no NUMA support: regions are not bound to nodes");
+  }
+  region.report.bytes = *bytes;
+  region.report.reserve_seconds = seconds_since(start);
+}
+
+unsigned threads_for_node(const Topology& topology, int node, unsigned asked) {
+  if (asked != 0) return asked;
+  const NumaNode* numa = topology.find(node < 0 ? topology.nodes.front().id : node);
+  unsigned cpus = numa != nullptr && !numa->cpus.empty() ? static_cast<unsigned>(numa->cpus.size())
+                                                         : std::max(1u, std::thread::hardware_concurrency());
+  return std::min(cpus, 16u);
+}
+
+// Prefaults and verifies one region (its mapping is bound already).
+void populate_region(Os& os, PendingRegion& region, const Topology& topology, const ArenaOptions& options) {
+  const int node = region.request.node;
+  const NumaNode* numa = node >= 0 ? topology.find(node) : nullptr;
+  std::vector<int> cpus = numa != nullptr ? numa->cpus : std::vector<int>{};
+  auto start = Clock::now();
+  PrefaultStats stats = prefault(os, region.mapping.data(), region.mapping.size(), region.backing.page_size,
+                                 threads_for_node(topology, node, options.prefault_threads), cpus);
+  region.report.fault_seconds = seconds_since(start);
+  region.report.prefault_threads = stats.threads;
+
+  start = Clock::now();
+  region.report.placement =
+      verify_placement(os, region.mapping.data(), region.mapping.size(), region.backing.page_size);
+  region.report.verify_seconds = seconds_since(start);
+  if (node >= 0 && !region.report.placement.all_on(node)) {
+    std::string message = cat("rank ", region.request.rank, " asked for node ", node, ", its pages are on ",
+                              region.report.placement.describe());
+    if (options.strict) throw Error(cat("strict: ", message));
+    region.report.fallback += cat(region.report.fallback.empty() ? "" : "; ", message);
+  }
+}
+
+void check_requests(const std::vector<RegionRequest>& regions) {
+  if (regions.empty()) throw Error("an arena needs at least one region");
+  std::set<uint32_t> ranks;
+  for (const RegionRequest& request : regions) {
+    if (request.bytes == 0) throw Error(cat("rank ", request.rank, " asks for a region of size 0"));
+    if (!ranks.insert(request.rank).second) throw Error(cat("rank ", request.rank, " is given twice"));
+  }
+}
+
+}  // namespace
+
+std::vector<RegionRequest> split_evenly(uint64_t total_bytes, uint32_t ranks) {
+  if (ranks == 0) throw Error("--ranks must be at least 1");
+  if (total_bytes < ranks) {
+    throw Error(cat("size ", total_bytes, " bytes cannot be split over ", ranks, " ranks"));
+  }
+  std::vector<RegionRequest> requests;
+  for (uint32_t rank = 0; rank < ranks; ++rank) {
+    requests.push_back({rank, total_bytes / ranks + (rank < total_bytes % ranks ? 1 : 0), -1});
+  }
+  return requests;
+}
+
+ArenaReport create_arena(Os& os, std::string_view name, const std::vector<RegionRequest>& regions,
+                         const ArenaOptions& options, const RegionProgress& progress) {
+  check_arena_name(name);
+  check_requests(regions);
+  for (const ArenaListing& listing : list_arenas(os, options)) {
+    if (listing.name == name) {
+      throw Error(cat("arena '", name, "' already exists (", listing.regions.size(),
+                      " region files): destroy it first with hugepin arena destroy ", name), EEXIST);
+    }
+  }
+  PoolState pool = read_pool(os);
+  Topology topology = read_topology(os);
+  for (const RegionRequest& request : regions) {
+    if (request.node >= 0 && topology.find(request.node) == nullptr) {
+      throw Error(cat("rank ", request.rank, " asks for NUMA node ", request.node, ", which this machine does not have (",
+                      topology.nodes.size(), " nodes)"));
+    }
+  }
+
+  std::vector<PendingRegion> pending(regions.size());
+  PagesTaken taken;
+  for (size_t i = 0; i < regions.size(); ++i) {
+    PendingRegion& region = pending[i];
+    region.request = regions[i];
+    region.backing = choose_backing(pool, region.request, options, taken);
+    region.dir = arena_data_dir(region.backing.root_dir, name);
+    region.path = cat(region.dir, "/", region_file_name(region.request.rank));
+    region.report.rank = region.request.rank;
+    region.report.path = region.path;
+    region.report.bytes_requested = region.request.bytes;
+    region.report.node_requested = region.request.node;
+    region.report.fallback = region.backing.fallback;
+  }
+
+  try {
+    for (PendingRegion& region : pending) reserve_region(os, region, options);
+
+    // Prefault: one driver thread per node, so nodes fault in parallel; each driver spreads a
+    // region over its node's CPUs.
+    std::map<int, std::vector<PendingRegion*>> by_node;
+    for (PendingRegion& region : pending) by_node[region.request.node].push_back(&region);
+    std::mutex progress_mutex;
+    std::vector<std::exception_ptr> failures(by_node.size());
+    std::vector<std::thread> drivers;
+    size_t index = 0;
+    for (auto& [node, group] : by_node) {
+      drivers.emplace_back([&, slot = index++, group = group] {
+        try {
+          for (PendingRegion* region : group) {
+            populate_region(os, *region, topology, options);
+            region->mapping = MappedRegion();  // the file keeps the pages; workers map their own
+            if (progress) {
+              std::lock_guard lock(progress_mutex);
+              progress(region->report);
+            }
+          }
+        } catch (...) {
+          failures[slot] = std::current_exception();
+        }
+      });
+    }
+    for (std::thread& driver : drivers) driver.join();
+    for (const std::exception_ptr& failure : failures) {
+      if (failure) std::rethrow_exception(failure);
+    }
+  } catch (...) {
+    remove_created(os, pending);
+    throw;
+  }
+
+  ArenaReport report;
+  report.name = std::string(name);
+  bool all_no_pool = std::all_of(pending.begin(), pending.end(),
+                                 [](const PendingRegion& region) { return region.backing.no_pool; });
+  if (all_no_pool && pending.size() > 1) {
+    // One line for the common case of a machine with no pool, not one per rank.
+    uint64_t total = 0;
+    for (const PendingRegion& region : pending) total += region.request.bytes;
+    uint64_t page = pool.default_page_size != 0 ? pool.default_page_size : 2 * kMiB;
+    log::warn(cat("no hugepages are reserved: arena '", name, "' uses 4 KiB shared memory for its ", pending.size(),
+                  " regions (hugepin pool set ", page_size_name(*round_up(total, page)), " --pagesize ",
+                  page_size_name(page), ")"));
+  }
+  for (PendingRegion& region : pending) {
+    if (!region.report.fallback.empty() && !(all_no_pool && pending.size() > 1)) log::warn(region.report.fallback);
+    report.regions.push_back(std::move(region.report));
+  }
+  return report;
+}
+
+namespace {
+
+// Every directory that may hold arenas: <mount>/hugepin for each hugetlbfs mount, then
+// <shm dir>/hugepin.
+std::vector<std::string> data_roots(Os& os, const ArenaOptions& where) {
+  std::vector<std::string> roots;
+  uint64_t default_size = read_default_page_size(os);
+  if (!where.hugetlbfs_dir.empty()) roots.push_back(where.hugetlbfs_dir);
+  for (const HugetlbfsMount& mount : read_hugetlbfs_mounts(os, default_size)) {
+    if (std::find(roots.begin(), roots.end(), mount.dir) == roots.end()) roots.push_back(mount.dir);
+  }
+  roots.push_back(where.shm_dir);
+  return roots;
+}
+
+std::optional<RegionFile> stat_region(Os& os, const std::string& path, uint32_t rank) {
+  int fd = os.open(path, O_RDONLY, 0);
+  if (fd < 0) return std::nullopt;
+  RegionFile file;
+  file.rank = rank;
+  file.path = path;
+  struct stat st {};
+  if (os.fstat(fd, &st) == 0) {
+    file.bytes = static_cast<uint64_t>(st.st_size);
+    file.owner = st.st_uid;
+    file.mode = st.st_mode & 07777;
+  }
+  try {
+    file.page_size = file_page_size(os, fd, path);
+  } catch (const Error&) {
+    file.page_size = 0;
+  }
+  os.close(fd);
+  return file;
+}
+
+}  // namespace
+
+std::vector<ArenaListing> list_arenas(Os& os, const ArenaOptions& where) {
+  std::map<std::string, std::vector<RegionFile>> found;
+  for (const std::string& root : data_roots(os, where)) {
+    std::string top = cat(root, "/", kDataDirName);
+    std::vector<std::string> arenas;
+    if (os.list_data_dir(top, &arenas) < 0) continue;
+    for (const std::string& arena : arenas) {
+      if (!is_valid_arena_name(arena)) continue;
+      found[arena];  // an empty arena directory (a crash before any file) is listed too
+      std::string dir = arena_data_dir(root, arena);
+      std::vector<std::string> files;
+      if (os.list_data_dir(dir, &files) < 0) continue;
+      for (const std::string& file : files) {
+        std::optional<uint32_t> rank = parse_region_file_name(file);
+        if (!rank) continue;
+        if (auto region = stat_region(os, cat(dir, "/", file), *rank)) found[arena].push_back(*region);
+      }
+    }
+  }
+  std::vector<ArenaListing> listings;
+  for (auto& [name, regions] : found) {
+    std::sort(regions.begin(), regions.end(),
+              [](const RegionFile& a, const RegionFile& b) { return a.rank < b.rank; });
+    listings.push_back({name, std::move(regions)});
+  }
+  return listings;
+}
+
+std::optional<RegionFile> find_region(Os& os, std::string_view arena, uint32_t rank,
+                                      const ArenaOptions& where) {
+  check_arena_name(arena);
+  for (const std::string& root : data_roots(os, where)) {
+    std::string path = cat(arena_data_dir(root, arena), "/", region_file_name(rank));
+    if (auto region = stat_region(os, path, rank)) return region;
+  }
+  return std::nullopt;
+}
+
+MappedRegion open_region(Os& os, std::string_view arena, uint32_t rank, bool writable,
+                         const ArenaOptions& where) {
+  std::optional<RegionFile> file = find_region(os, arena, rank, where);
+  if (!file) throw Error(cat("arena '", arena, "' has no region for rank ", rank, " (hugepin arena list)"));
+  return MappedRegion::open(os, file->path, writable);
+}
+
+size_t destroy_arena(Os& os, std::string_view name, const ArenaOptions& where) {
+  check_arena_name(name);
+  size_t removed = 0;
+  bool found = false;
+  for (const std::string& root : data_roots(os, where)) {
+    std::string dir = arena_data_dir(root, name);
+    std::vector<std::string> files;
+    if (os.list_data_dir(dir, &files) < 0) continue;
+    found = true;
+    for (const std::string& file : files) {
+      if (!parse_region_file_name(file)) continue;
+      std::string path = cat(dir, "/", file);
+      if (int rc = os.unlink(path); rc < 0 && rc != -ENOENT) throw_errno(cat("cannot remove ", path), -rc);
+      ++removed;
+    }
+    if (int rc = os.rmdir(dir); rc < 0 && rc != -ENOENT) {
+      throw_errno(cat("cannot remove ", dir, rc == -ENOTEMPTY ? " (it holds files hugepin did not create)" : ""),
+                  -rc);
+    }
+  }
+  if (!found) throw Error(cat("no arena named '", name, "' (hugepin arena list shows the arenas)"));
+  return removed;
+}
+
+}  // namespace hugepin

@@ -1,0 +1,88 @@
+// Arenas: named sets of rank regions, one backing file per region.
+//
+// create_arena makes every region file (hugetlbfs, or 4 KiB shared memory as the fallback),
+// sizes it exactly (rounded up to the page only), binds it to its node before first touch,
+// prefaults it from parallel threads and reports where its pages landed. Any process can then
+// open a region by arena name and rank. Files follow hugemem/naming.h, so list_arenas and
+// destroy_arena find whatever a crashed process left.
+//
+// Thread-safety: free functions, safe to call concurrently for different arenas.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/os.h"
+#include "hugemem/backing.h"
+#include "hugemem/region.h"
+
+namespace hugepin {
+
+struct RegionReport {
+  uint32_t rank = 0;
+  std::string path;
+  uint64_t bytes_requested = 0;
+  uint64_t bytes = 0;  // the file's size: the request rounded up to the page
+  int node_requested = -1;
+  Placement placement;   // page size and nodes as obtained
+  std::string fallback;  // why the region got less than asked; "" when it did not
+  unsigned prefault_threads = 0;
+  double reserve_seconds = 0;  // create, size, map, bind
+  double fault_seconds = 0;    // prefault
+  double verify_seconds = 0;   // page-node query
+};
+
+struct ArenaReport {
+  std::string name;
+  std::vector<RegionReport> regions;
+};
+
+// Called after each region is ready, from the creating thread or a per-node worker thread.
+using RegionProgress = std::function<void(const RegionReport&)>;
+
+// Creates arena `name` with one region per request. REQUIRES: ranks distinct, bytes > 0.
+// Throws Error (leaving nothing behind) when the name is invalid or taken, a size is zero or too
+// large, the pool cannot serve a region and strict is set, or a system call fails.
+ArenaReport create_arena(Os& os, std::string_view name, const std::vector<RegionRequest>& regions,
+                         const ArenaOptions& options, const RegionProgress& progress = {});
+
+// `total_bytes` split evenly over `ranks` regions (the remainder to the first ones), no node.
+// Throws Error when ranks is 0 or the total is smaller than one byte per rank.
+std::vector<RegionRequest> split_evenly(uint64_t total_bytes, uint32_t ranks);
+
+struct RegionFile {
+  uint32_t rank = 0;
+  std::string path;
+  uint64_t bytes = 0;
+  uint64_t page_size = 0;
+  uid_t owner = 0;
+  mode_t mode = 0;
+};
+
+struct ArenaListing {
+  std::string name;
+  std::vector<RegionFile> regions;  // by rank
+};
+
+// Every arena with region files in a hugetlbfs mount or the shm dir of `where`, by name.
+std::vector<ArenaListing> list_arenas(Os& os, const ArenaOptions& where = {});
+
+// The file of one region, or nullopt when the arena has no such rank.
+std::optional<RegionFile> find_region(Os& os, std::string_view arena, uint32_t rank,
+                                      const ArenaOptions& where = {});
+
+// Maps region `rank` of `arena`. Throws Error naming the arena and rank when it does not exist.
+MappedRegion open_region(Os& os, std::string_view arena, uint32_t rank, bool writable,
+                         const ArenaOptions& where = {});
+
+// Removes every file and directory of arena `name`; returns how many region files it removed.
+// Throws Error when no arena has that name.
+size_t destroy_arena(Os& os, std::string_view name, const ArenaOptions& where = {});
+
+}  // namespace hugepin

@@ -1,0 +1,30 @@
+// Where an arena's files live. One naming scheme, so that `arena list` and `destroy` find
+// everything any process (or a crash) left behind.
+//
+//   <hugetlbfs mount>/hugepin/<arena>/rank-<r>   a region on hugepages
+//   <shm dir>/hugepin/<arena>/rank-<r>           a region on 4 KiB shared memory (the fallback)
+//   <shm dir>/hugepin.<arena>                    the control segment (ipc/)
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace hugepin {
+
+inline constexpr std::string_view kDataDirName = "hugepin";
+inline constexpr std::string_view kDefaultShmDir = "/dev/shm";
+inline constexpr size_t kMaxArenaNameLength = 64;
+
+// True for 1-64 characters of [A-Za-z0-9._-] not starting with '.'.
+bool is_valid_arena_name(std::string_view name);
+// Throws Error naming `name` when it is not valid.
+void check_arena_name(std::string_view name);
+
+std::string arena_data_dir(std::string_view root_dir, std::string_view arena);
+std::string region_file_name(uint32_t rank);
+// The rank of a region file name ("rank-3" -> 3), or nullopt.
+std::optional<uint32_t> parse_region_file_name(std::string_view file_name);
+
+}  // namespace hugepin

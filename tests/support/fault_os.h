@@ -1,0 +1,125 @@
+// Os wrappers for tests: ForwardingOs passes every call to another Os (override what you fake),
+// FaultInjectionOs fails a chosen call with a chosen errno (leveldb's ErrorEnv).
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "base/os.h"
+
+namespace hugepin::test {
+
+class ForwardingOs : public Os {
+ public:
+  explicit ForwardingOs(Os& target) : target_(target) {}
+
+  int read_file(const std::string& path, std::string* contents) override { return target_.read_file(path, contents); }
+  int write_file(const std::string& path, std::string_view contents) override { return target_.write_file(path, contents); }
+  int list_dir(const std::string& path, std::vector<std::string>* names) override { return target_.list_dir(path, names); }
+  const std::string& system_root() const override { return target_.system_root(); }
+  int open(const std::string& path, int flags, mode_t mode) override { return target_.open(path, flags, mode); }
+  int close(int fd) override { return target_.close(fd); }
+  int ftruncate(int fd, uint64_t size) override { return target_.ftruncate(fd, size); }
+  int fstat(int fd, struct stat* out) override { return target_.fstat(fd, out); }
+  int fstatfs(int fd, struct statfs* out) override { return target_.fstatfs(fd, out); }
+  int fchmod(int fd, mode_t mode) override { return target_.fchmod(fd, mode); }
+  int fchown(int fd, uid_t uid, gid_t gid) override { return target_.fchown(fd, uid, gid); }
+  int unlink(const std::string& path) override { return target_.unlink(path); }
+  int mkdir(const std::string& path, mode_t mode) override { return target_.mkdir(path, mode); }
+  int rmdir(const std::string& path) override { return target_.rmdir(path); }
+  int list_data_dir(const std::string& path, std::vector<std::string>* names) override {
+    return target_.list_data_dir(path, names);
+  }
+  int mount(const std::string& source, const std::string& target, const std::string& fstype, unsigned long flags,
+            const std::string& data) override {
+    return target_.mount(source, target, fstype, flags, data);
+  }
+  int umount(const std::string& target) override { return target_.umount(target); }
+  int mmap(size_t length, int prot, int flags, int fd, off_t offset, void** out) override {
+    return target_.mmap(length, prot, flags, fd, offset, out);
+  }
+  int munmap(void* addr, size_t length) override { return target_.munmap(addr, length); }
+  int madvise(void* addr, size_t length, int advice) override { return target_.madvise(addr, length, advice); }
+  int mbind(void* addr, size_t length, int mode, const unsigned long* nodemask, unsigned long maxnode,
+            unsigned flags) override {
+    return target_.mbind(addr, length, mode, nodemask, maxnode, flags);
+  }
+  int query_page_nodes(size_t count, void* const* pages, int* nodes) override {
+    return target_.query_page_nodes(count, pages, nodes);
+  }
+  int set_thread_cpus(const std::vector<int>& cpus) override { return target_.set_thread_cpus(cpus); }
+
+ protected:
+  Os& target_;
+};
+
+// Fails the n-th next call of one operation. Operations are named after the Os methods.
+class FaultInjectionOs : public ForwardingOs {
+ public:
+  using ForwardingOs::ForwardingOs;
+
+  // The call of `op` after `skip` more successful ones returns -error_value (once).
+  void fail(const std::string& op, int error_value, int skip = 0) {
+    std::lock_guard lock(mutex_);
+    faults_[op] = {error_value, skip};
+  }
+  // How many times `op` was called.
+  int calls(const std::string& op) {
+    std::lock_guard lock(mutex_);
+    return calls_[op];
+  }
+
+  int open(const std::string& path, int flags, mode_t mode) override {
+    return inject("open", [&] { return target_.open(path, flags, mode); });
+  }
+  int ftruncate(int fd, uint64_t size) override { return inject("ftruncate", [&] { return target_.ftruncate(fd, size); }); }
+  int fchmod(int fd, mode_t mode) override { return inject("fchmod", [&] { return target_.fchmod(fd, mode); }); }
+  int mkdir(const std::string& path, mode_t mode) override { return inject("mkdir", [&] { return target_.mkdir(path, mode); }); }
+  int mmap(size_t length, int prot, int flags, int fd, off_t offset, void** out) override {
+    return inject("mmap", [&] { return target_.mmap(length, prot, flags, fd, offset, out); });
+  }
+  int madvise(void* addr, size_t length, int advice) override {
+    return inject("madvise", [&] { return target_.madvise(addr, length, advice); });
+  }
+  int mbind(void* addr, size_t length, int mode, const unsigned long* nodemask, unsigned long maxnode,
+            unsigned flags) override {
+    return inject("mbind", [&] { return target_.mbind(addr, length, mode, nodemask, maxnode, flags); });
+  }
+  int query_page_nodes(size_t count, void* const* pages, int* nodes) override {
+    return inject("query_page_nodes", [&] { return target_.query_page_nodes(count, pages, nodes); });
+  }
+  int write_file(const std::string& path, std::string_view contents) override {
+    return inject("write_file", [&] { return target_.write_file(path, contents); });
+  }
+
+ private:
+  struct Fault {
+    int error_value = 0;
+    int skip = 0;
+  };
+
+  template <typename Call>
+  int inject(const std::string& op, Call call) {
+    {
+      std::lock_guard lock(mutex_);
+      ++calls_[op];
+      auto it = faults_.find(op);
+      if (it != faults_.end()) {
+        if (it->second.skip-- == 0) {
+          int error_value = it->second.error_value;
+          faults_.erase(it);
+          return -error_value;
+        }
+      }
+    }
+    return call();
+  }
+
+  std::mutex mutex_;
+  std::map<std::string, Fault> faults_;
+  std::map<std::string, int> calls_;
+};
+
+}  // namespace hugepin::test
