@@ -10,6 +10,7 @@
 #include "base/table.h"
 #include "bench/host_pin_bench.h"
 #include "cli/command.h"
+#include "cli/gpu_bench_commands.h"
 
 namespace hugepin::cli {
 namespace {
@@ -22,6 +23,8 @@ struct PinArgs {
   unsigned warmup = 1;
   std::string dir;
   bool json = false;
+  std::string gpu = "auto";  // GPU rows: auto (when a GPU answers), on, off
+  GpuPinArgs gpu_args;
 };
 
 std::vector<unsigned> thread_counts(const std::vector<std::string>& texts) {
@@ -60,6 +63,13 @@ int run_pin(Context& context, const PinArgs& args) {
   std::vector<bench::HostPinRow> rows = bench::run_host_pin_bench(context.os(), options, progress);
   if (show_progress) std::cerr << "\r\033[K";
 
+  const bool gpu = args.gpu == "on" || (args.gpu == "auto" && gpu_bench_available());
+  GpuPinArgs gpu_args = args.gpu_args;
+  gpu_args.size = args.size;
+  gpu_args.page_size = args.page_size;
+  gpu_args.repeat = args.repeat;
+  gpu_args.dir = args.dir;
+  gpu_args.json = args.json;
   if (args.json) {
     Json json_rows = Json::array();
     for (const bench::HostPinRow& row : rows) {
@@ -69,8 +79,10 @@ int run_pin(Context& context, const PinArgs& args) {
                            {"verify_seconds", summary(row.verify)}, {"total_seconds", summary(row.total)},
                            {"gb_per_second", static_cast<double>(options.bytes) / row.total.median / 1e9}});
     }
-    print_json({{"benchmark", "pin-host"}, {"bytes", options.bytes}, {"repeat", options.repeat},
-                {"warmup", options.warmup}, {"rows", json_rows}});
+    Json out{{"benchmark", "pin"},
+             {"host", {{"bytes", options.bytes}, {"repeat", options.repeat}, {"warmup", options.warmup}, {"rows", json_rows}}}};
+    if (gpu) out["gpu"] = run_gpu_pin_rows(gpu_args);
+    print_json(out);
     return 0;
   }
   std::cout << "time until " << format_bytes(options.bytes)
@@ -87,6 +99,7 @@ int run_pin(Context& context, const PinArgs& args) {
                    fixed(baseline.total.median / row.total.median, 2) + "x"});
   }
   std::cout << table.render();
+  if (gpu) run_gpu_pin_rows(gpu_args);
   return 0;
 }
 
@@ -105,7 +118,15 @@ void add_bench_commands(CLI::App& app, Context& context) {
   pin->add_option("--warmup", pin_args->warmup, "Unmeasured runs first")->check(CLI::Range(0, 100));
   pin->add_option("--dir", pin_args->dir, "hugetlbfs mount to use");
   pin->add_flag("--json", pin_args->json, "Print JSON");
+  pin->add_option("--gpu", pin_args->gpu, "GPU rows: auto (when a GPU answers), on, off")
+      ->check(CLI::IsMember({"auto", "on", "off"}));
+  pin->add_option("--chunk", pin_args->gpu_args.chunk, "Largest single registration (at most 64G)")->check(size_validator());
+  pin->add_option("--pin-threads", pin_args->gpu_args.pin_threads, "Registrations in flight")->check(CLI::Range(1, 64));
+  pin->add_option("--methods", pin_args->gpu_args.methods,
+                  "GPU rows, comma-separated: arena-cold,arena-warm,bare-register,cudaHostAlloc,4k-register");
   pin->callback([&context, pin_args] { context.action = [&context, pin_args] { return run_pin(context, *pin_args); }; });
+
+  add_gpu_bench_commands(*bench, context);
 }
 
 }  // namespace hugepin::cli

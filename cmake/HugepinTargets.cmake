@@ -16,7 +16,8 @@ endif()
 function(hugepin_target_defaults target)
   target_include_directories(${target} PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>)
   target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:${HUGEPIN_WARNINGS}>
-                                           $<$<COMPILE_LANGUAGE:CXX>:${HUGEPIN_SANITIZE}>)
+                                           $<$<COMPILE_LANGUAGE:CXX>:${HUGEPIN_SANITIZE}>
+                                           $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr>)
   if(HUGEPIN_SANITIZE)
     target_link_options(${target} PRIVATE ${HUGEPIN_SANITIZE})
   endif()

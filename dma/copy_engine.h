@@ -1,0 +1,86 @@
+// The block copy engine a worker uses: GPU <-> host copies of block pairs over segment views.
+//
+// One engine per worker (per GPU). launch() enqueues and returns at once (the GPU engines) or
+// after copying (the host engine); the returned completion says when the bytes have landed, the
+// way the worker seed tracks CUDA events. Completions of one direction finish in launch order.
+//
+// Thread-safety: one thread launches; completions may be polled from that thread only.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "dma/copy_types.h"
+
+namespace hugepin {
+
+// How the bytes move.
+enum class CopyBackend : uint8_t {
+  kAuto = 0,     // chosen per launch by direction and block size (CopyEngineOptions thresholds)
+  kDmaBatch,     // cudaMemcpyBatchAsync over spans, contiguous runs merged
+  kDmaPerBlock,  // one cudaMemcpyAsync per span: what engines do today (a baseline)
+  kSmLoadStore,  // an SM kernel over mapped host memory: warps with 16-byte loads in flight
+  kSmBulk,       // an SM kernel driving Hopper's bulk async copies (TMA) through shared memory
+  kHost,         // memcpy on CPU threads: no GPU (tests, CI, demo)
+};
+
+std::string_view backend_name(CopyBackend backend);
+// Parses "auto", "dma-batch", "dma-per-block", "sm", "sm-bulk", "host". Throws Error naming text.
+CopyBackend parse_backend(std::string_view text);
+
+struct CopyEngineOptions {
+  int device = 0;
+  // The SM kernels run on at most this many thread blocks (one SM each at most).
+  unsigned sm_blocks = 4;
+  // kAuto uses an SM kernel for blocks smaller than these (bytes), DMA otherwise; measured on
+  // the GPU host (README, Performance) and overridable.
+  uint64_t auto_sm_below_h2d = 1 << 20;
+  uint64_t auto_sm_below_d2h = 1 << 20;
+  // Which SM kernel kAuto uses.
+  CopyBackend auto_sm_kernel = CopyBackend::kSmLoadStore;
+  // Host spans never cross a multiple of this many bytes from host_split_base (pinned chunks).
+  uint64_t host_split_base = 0;
+  uint64_t host_split_bytes = 0;
+  // Host engine: copy threads.
+  unsigned host_threads = 1;
+};
+
+class CopyCompletion {
+ public:
+  virtual ~CopyCompletion() = default;
+  // Non-blocking: true once every byte of the launch has landed.
+  virtual bool done() = 0;
+  // Blocks until done(); throws Error when the copy failed.
+  virtual void wait() = 0;
+};
+
+class CopyEngine {
+ public:
+  virtual ~CopyEngine() = default;
+
+  // Enqueues the copy of every pair over every view in `direction` with `backend`. Throws Error
+  // (enqueuing nothing) for a bad request: a pair out of range, a view an SM kernel cannot
+  // align (SM kernels need 16-byte aligned bases, strides and block sizes; kAuto then uses DMA).
+  virtual std::unique_ptr<CopyCompletion> launch(Direction direction, std::span<const BlockPair> pairs,
+                                                 CopyBackend backend = CopyBackend::kAuto) = 0;
+  // Waits for everything launched so far (the preemption flush of the worker seed).
+  virtual void synchronize() = 0;
+  // The backend kAuto picks for this engine's views in `direction`.
+  virtual CopyBackend auto_backend(Direction direction) const = 0;
+  virtual const std::vector<SegmentView>& views() const = 0;
+};
+
+// The host engine: SegmentView device addresses are plain host memory here.
+std::unique_ptr<CopyEngine> make_host_copy_engine(std::vector<SegmentView> views, const CopyEngineOptions& options);
+
+// The CUDA engine on options.device, with two low-priority streams (loads, stores). Throws Error
+// when this build has no CUDA or the device cannot be used.
+std::unique_ptr<CopyEngine> make_cuda_copy_engine(std::vector<SegmentView> views, const CopyEngineOptions& options);
+
+// True when this build has CUDA and at least one device answers.
+bool cuda_available();
+
+}  // namespace hugepin

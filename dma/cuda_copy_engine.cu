@@ -1,0 +1,277 @@
+// The CUDA copy engine: batched DMA, per-block DMA (a baseline), and the SM kernels, on two
+// low-priority streams, one per direction.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <deque>
+#include <mutex>
+
+#include "base/error.h"
+#include "dma/copy_engine.h"
+#include "dma/copy_plan.h"
+#include "dma/cuda_copy_kernels.cuh"
+
+namespace hugepin {
+namespace {
+
+// Throws Error("<what>: cudaErrorX: text") after clearing the runtime's last error.
+void check(cudaError_t error, std::string_view what) {
+  if (error == cudaSuccess) return;
+  (void)cudaGetLastError();
+  throw Error(cat(what, ": ", cudaGetErrorName(error), ": ", cudaGetErrorString(error)), static_cast<int>(error));
+}
+
+constexpr uint64_t kSmPieceBytes = 64 * 1024;  // a warp's unit of a large block (32-bit indices in the kernel)
+constexpr uint32_t kBulkMaxStageBytes = 32 * 1024;
+constexpr uint32_t kBulkSharedBudget = 192 * 1024;
+constexpr size_t kBatchLimit = 8192;  // copies per cudaMemcpyBatchAsync call
+
+class CudaCompletion final : public CopyCompletion {
+ public:
+  explicit CudaCompletion(cudaEvent_t event) : event_(event) {}
+  ~CudaCompletion() override { cudaEventDestroy(event_); }
+  CudaCompletion(const CudaCompletion&) = delete;
+  CudaCompletion& operator=(const CudaCompletion&) = delete;
+
+  bool done() override {
+    cudaError_t state = cudaEventQuery(event_);
+    if (state == cudaErrorNotReady) {
+      (void)cudaGetLastError();
+      return false;
+    }
+    check(state, "copy failed");
+    return true;
+  }
+  void wait() override { check(cudaEventSynchronize(event_), "copy failed"); }
+
+ private:
+  cudaEvent_t event_;
+};
+
+// Per-launch metadata (views and pairs) for the SM kernels: staged in pinned host memory and
+// copied to the device on the launch's stream. A slot is reused only after the event recorded
+// behind its kernel has fired.
+class MetadataSlots {
+ public:
+  MetadataSlots() = default;
+  ~MetadataSlots() {
+    for (Slot& slot : slots_) {
+      if (slot.event != nullptr) {
+        cudaEventSynchronize(slot.event);
+        cudaEventDestroy(slot.event);
+      }
+      cudaFreeHost(slot.host);
+      cudaFree(slot.device);
+    }
+  }
+  MetadataSlots(const MetadataSlots&) = delete;
+  MetadataSlots& operator=(const MetadataSlots&) = delete;
+
+  // Uploads views then pairs on `stream`; returns the device copies. The slot is released by
+  // record_after(stream) once the kernel that reads them is enqueued.
+  std::pair<const UnitView*, const UnitPair*> upload(const std::vector<UnitView>& views,
+                                                     std::span<const BlockPair> pairs, cudaStream_t stream) {
+    Slot& slot = slots_[next_];
+    current_ = next_;
+    next_ = (next_ + 1) % slots_.size();
+    if (slot.event != nullptr) check(cudaEventSynchronize(slot.event), "waiting for a metadata slot");
+    const size_t view_bytes = views.size() * sizeof(UnitView);
+    const size_t bytes = view_bytes + pairs.size() * sizeof(UnitPair);
+    if (bytes > slot.capacity) {
+      cudaFreeHost(slot.host);
+      cudaFree(slot.device);
+      slot.host = nullptr;
+      slot.device = nullptr;
+      slot.capacity = std::max<size_t>(bytes, slot.capacity * 2);
+      check(cudaMallocHost(&slot.host, slot.capacity), "allocating copy metadata (host)");
+      check(cudaMalloc(&slot.device, slot.capacity), "allocating copy metadata (device)");
+    }
+    std::memcpy(slot.host, views.data(), view_bytes);
+    static_assert(sizeof(UnitPair) == sizeof(BlockPair));
+    std::memcpy(static_cast<char*>(slot.host) + view_bytes, pairs.data(), pairs.size() * sizeof(UnitPair));
+    check(cudaMemcpyAsync(slot.device, slot.host, bytes, cudaMemcpyHostToDevice, stream), "uploading copy metadata");
+    auto* base = static_cast<char*>(slot.device);
+    return {reinterpret_cast<const UnitView*>(base), reinterpret_cast<const UnitPair*>(base + view_bytes)};
+  }
+
+  void record_after(cudaStream_t stream) {
+    Slot& slot = slots_[current_];
+    if (slot.event == nullptr) check(cudaEventCreateWithFlags(&slot.event, cudaEventDisableTiming), "creating an event");
+    check(cudaEventRecord(slot.event, stream), "recording a metadata event");
+  }
+
+ private:
+  struct Slot {
+    void* host = nullptr;
+    void* device = nullptr;
+    size_t capacity = 0;
+    cudaEvent_t event = nullptr;
+  };
+  std::array<Slot, 4> slots_{};
+  size_t next_ = 0;
+  size_t current_ = 0;
+};
+
+bool aligned16(std::span<const SegmentView> views) {
+  for (const SegmentView& v : views) {
+    if ((v.device_base | reinterpret_cast<uintptr_t>(v.host_base) | v.device_block_stride | v.host_block_stride |
+         v.block_bytes) % 16 != 0) {
+      return false;
+    }
+  }
+  return true;
+}
+
+class CudaCopyEngine final : public CopyEngine {
+ public:
+  CudaCopyEngine(std::vector<SegmentView> views, const CopyEngineOptions& options)
+      : views_(std::move(views)), options_(options), aligned_(aligned16(views_)) {
+    check(cudaSetDevice(options_.device), cat("selecting GPU ", options_.device));
+    int least = 0;
+    int greatest = 0;
+    check(cudaDeviceGetStreamPriorityRange(&least, &greatest), "reading stream priorities");
+    // The lowest priority: copies yield to the engine's compute streams.
+    for (cudaStream_t& stream : streams_) {
+      check(cudaStreamCreateWithPriority(&stream, cudaStreamNonBlocking, least), "creating a copy stream");
+    }
+    uint64_t largest = 0;
+    for (const SegmentView& view : views_) largest = std::max(largest, view.block_bytes);
+    bulk_stage_bytes_ = static_cast<uint32_t>(std::clamp<uint64_t>((largest + 15) / 16 * 16, 16, kBulkMaxStageBytes));
+    bulk_pipelines_ = std::clamp<uint32_t>(kBulkSharedBudget / (detail::kBulkStages * bulk_stage_bytes_), 1,
+                                           detail::kBulkMaxPipelines);
+    check(cudaFuncSetAttribute(detail::sm_bulk_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               static_cast<int>(bulk_pipelines_ * detail::kBulkStages * bulk_stage_bytes_)),
+          "sizing the bulk copy kernel's shared memory");
+  }
+
+  ~CudaCopyEngine() override {
+    for (cudaStream_t stream : streams_) {
+      cudaStreamSynchronize(stream);
+      cudaStreamDestroy(stream);
+    }
+  }
+
+  std::unique_ptr<CopyCompletion> launch(Direction direction, std::span<const BlockPair> pairs,
+                                         CopyBackend backend) override {
+    if (backend == CopyBackend::kAuto) backend = auto_backend(direction);
+    const bool sm = backend == CopyBackend::kSmLoadStore || backend == CopyBackend::kSmBulk;
+    if (backend == CopyBackend::kHost) throw Error("the CUDA copy engine has no host backend (use make_host_copy_engine)");
+    check_copy_request(views_, pairs, direction, sm ? 16 : 1);
+    check(cudaSetDevice(options_.device), cat("selecting GPU ", options_.device));
+    cudaStream_t stream = streams_[static_cast<int>(direction)];
+    if (!pairs.empty()) {
+      switch (backend) {
+        case CopyBackend::kDmaBatch: enqueue_dma(direction, pairs, stream, /*batched=*/true); break;
+        case CopyBackend::kDmaPerBlock: enqueue_dma(direction, pairs, stream, /*batched=*/false); break;
+        case CopyBackend::kSmLoadStore:
+        case CopyBackend::kSmBulk: enqueue_sm(direction, pairs, stream, backend); break;
+        default: throw Error(cat("unknown copy backend ", static_cast<int>(backend)));
+      }
+    }
+    cudaEvent_t event = nullptr;
+    check(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "creating a completion event");
+    if (cudaError_t error = cudaEventRecord(event, stream); error != cudaSuccess) {
+      cudaEventDestroy(event);
+      check(error, "recording a completion event");
+    }
+    return std::make_unique<CudaCompletion>(event);
+  }
+
+  void synchronize() override {
+    for (cudaStream_t stream : streams_) check(cudaStreamSynchronize(stream), "synchronizing copy streams");
+  }
+
+  CopyBackend auto_backend(Direction direction) const override {
+    uint64_t largest = 0;
+    for (const SegmentView& view : views_) largest = std::max(largest, view.block_bytes);
+    const uint64_t below = direction == Direction::kHostToDevice ? options_.auto_sm_below_h2d : options_.auto_sm_below_d2h;
+    // SM kernels need 16-byte alignment; DMA takes anything.
+    return aligned_ && largest < below ? options_.auto_sm_kernel : CopyBackend::kDmaBatch;
+  }
+
+  const std::vector<SegmentView>& views() const override { return views_; }
+
+ private:
+  void enqueue_dma(Direction direction, std::span<const BlockPair> pairs, cudaStream_t stream, bool batched) {
+    std::vector<CopySpan> spans = plan_dma_spans(views_, pairs, direction, options_.host_split_base,
+                                                 options_.host_split_bytes, /*merge=*/batched);
+    const cudaMemcpyKind kind = direction == Direction::kHostToDevice ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost;
+    if (!batched) {
+      for (const CopySpan& span : spans) {
+        check(cudaMemcpyAsync(reinterpret_cast<void*>(span.dst), reinterpret_cast<const void*>(span.src), span.bytes,
+                              kind, stream),
+              "cudaMemcpyAsync");
+      }
+      return;
+    }
+    std::vector<void*> dsts;
+    std::vector<const void*> srcs;
+    std::vector<size_t> sizes;
+    cudaMemcpyAttributes attributes{};
+    attributes.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+    size_t attribute_index = 0;
+    for (size_t first = 0; first < spans.size(); first += kBatchLimit) {
+      const size_t count = std::min(kBatchLimit, spans.size() - first);
+      dsts.resize(count);
+      srcs.resize(count);
+      sizes.resize(count);
+      for (size_t i = 0; i < count; ++i) {
+        dsts[i] = reinterpret_cast<void*>(spans[first + i].dst);
+        srcs[i] = reinterpret_cast<const void*>(spans[first + i].src);
+        sizes[i] = spans[first + i].bytes;
+      }
+      check(cudaMemcpyBatchAsync(dsts.data(), srcs.data(), sizes.data(), count, &attributes, &attribute_index, 1,
+                                 stream),
+            cat("cudaMemcpyBatchAsync of ", count, " copies"));
+    }
+  }
+
+  void enqueue_sm(Direction direction, std::span<const BlockPair> pairs, cudaStream_t stream, CopyBackend backend) {
+    const bool bulk = backend == CopyBackend::kSmBulk;
+    const uint64_t piece = bulk ? bulk_stage_bytes_ : kSmPieceBytes;
+    UnitLayout layout{};
+    std::vector<UnitView> unit_views = plan_unit_views(views_, direction, piece, &layout.pieces_per_pair);
+    layout.view_count = static_cast<uint32_t>(unit_views.size());
+    layout.piece_bytes = piece;
+    layout.pair_count = pairs.size();
+    MetadataSlots& slots = metadata_[static_cast<int>(direction)];
+    auto [views, device_pairs] = slots.upload(unit_views, pairs, stream);
+    const unsigned blocks = std::max(1u, options_.sm_blocks);
+    if (bulk) {
+      const size_t shared = static_cast<size_t>(bulk_pipelines_) * detail::kBulkStages * bulk_stage_bytes_;
+      detail::sm_bulk_kernel<<<blocks, 32 * bulk_pipelines_, shared, stream>>>(layout, views, device_pairs,
+                                                                              bulk_stage_bytes_);
+    } else {
+      detail::sm_load_store_kernel<<<blocks, 1024, 0, stream>>>(layout, views, device_pairs);
+    }
+    check(cudaGetLastError(), cat("launching the ", backend_name(backend), " copy kernel"));
+    slots.record_after(stream);
+  }
+
+  std::vector<SegmentView> views_;
+  CopyEngineOptions options_;
+  bool aligned_;
+  std::array<cudaStream_t, 2> streams_{};
+  std::array<MetadataSlots, 2> metadata_;
+  uint32_t bulk_stage_bytes_ = 0;
+  uint32_t bulk_pipelines_ = 0;
+};
+
+}  // namespace
+
+bool cuda_available() {
+  int count = 0;
+  cudaError_t error = cudaGetDeviceCount(&count);
+  if (error != cudaSuccess) (void)cudaGetLastError();
+  return error == cudaSuccess && count > 0;
+}
+
+std::unique_ptr<CopyEngine> make_cuda_copy_engine(std::vector<SegmentView> views, const CopyEngineOptions& options) {
+  if (!cuda_available()) throw Error("no CUDA device is available (no driver, or no GPU visible to this process)");
+  check_copy_request(views, {}, Direction::kHostToDevice, 1);
+  return std::make_unique<CudaCopyEngine>(std::move(views), options);
+}
+
+}  // namespace hugepin
