@@ -29,6 +29,7 @@ timeout 200 "$hugepin" bench copy | tee "$out/copy.txt"
 
 echo "== bench overlap"
 timeout 120 "$hugepin" bench overlap | tee "$out/overlap.txt"
+timeout 120 "$hugepin" bench overlap --sm-blocks 1 | tee "$out/overlap-1sm.txt"
 
 echo "== bench pin 16G"
 timeout 200 "$hugepin" bench pin --size 16G --repeat 3 --threads all | tee "$out/pin16.txt"

@@ -54,6 +54,8 @@ std::vector<GpuCopyRow> run_gpu_copy_bench(const GpuCopyOptions& options,
   PinOptions pin;
   pin.device = options.device;
   pin.alignment = region.page_size();
+  pin.chunk_bytes = region.size();  // one registration: the contiguous ceiling copies across it
+  pin.threads = 1;
   PinnedRegion pinned = pin_region(*runtime, region.data(), region.size(), pin);
   DeviceBuffer device(options.device, pool_bytes);
   std::memset(region.data(), 0x5a, region.size());

@@ -41,7 +41,10 @@ struct CopyEngineOptions {
   uint64_t auto_sm_below_d2h = 1 << 20;
   // Which SM kernel kAuto uses.
   CopyBackend auto_sm_kernel = CopyBackend::kSmLoadStore;
-  // Host spans never cross a multiple of this many bytes from host_split_base (pinned chunks).
+  // Host spans never cross a multiple of this many bytes from host_split_base. Set them from the
+  // PinnedRegion (its host() and chunk_bytes()) when the host memory was pinned in chunks: the
+  // DMA backends refuse a span that crosses two registrations (cudaErrorInvalidValue, measured
+  // on the H200 host), for cudaMemcpyAsync and cudaMemcpyBatchAsync alike.
   uint64_t host_split_base = 0;
   uint64_t host_split_bytes = 0;
   // Host engine: copy threads.

@@ -202,7 +202,7 @@ class CudaCopyEngine final : public CopyEngine {
       for (const CopySpan& span : spans) {
         check(cudaMemcpyAsync(reinterpret_cast<void*>(span.dst), reinterpret_cast<const void*>(span.src), span.bytes,
                               kind, stream),
-              "cudaMemcpyAsync");
+              cat("cudaMemcpyAsync of ", span.bytes, " bytes"));
       }
       return;
     }
@@ -224,7 +224,8 @@ class CudaCopyEngine final : public CopyEngine {
       }
       check(cudaMemcpyBatchAsync(dsts.data(), srcs.data(), sizes.data(), count, &attributes, &attribute_index, 1,
                                  stream),
-            cat("cudaMemcpyBatchAsync of ", count, " copies"));
+            cat("cudaMemcpyBatchAsync of ", count, " copies (a span crossing two pinned chunks is refused: ",
+                "set host_split_base/bytes from the PinnedRegion)"));
     }
   }
 

@@ -60,6 +60,15 @@ struct Fixture {
 
   std::byte* host() { return region.data(); }
 
+  // Engines must know where the pinned chunks end: DMA fails on a span crossing two
+  // registrations (seen on the H200 host: cudaErrorInvalidValue).
+  CopyEngineOptions engine_options() const {
+    CopyEngineOptions options;
+    options.host_split_base = reinterpret_cast<uintptr_t>(region.data());
+    options.host_split_bytes = pinned.chunk_bytes();
+    return options;
+  }
+
   // Two segments (K and V), each [blocks, block_bytes] contiguous on both sides.
   std::vector<SegmentView> views(uint64_t block_bytes) {
     const uint64_t blocks = kRegionBytes / 2 / block_bytes;
@@ -135,7 +144,7 @@ TEST_CASE("every backend moves exactly the right bytes at every block size") {
   uint64_t seed = 1;
   for (uint64_t block : {4 * kKiB, 16 * kKiB, 64 * kKiB, 256 * kKiB + 16, 1 * kMiB, 4 * kMiB}) {
     CAPTURE(block);
-    auto engine = make_cuda_copy_engine(f.views(block), {});
+    auto engine = make_cuda_copy_engine(f.views(block), f.engine_options());
     const uint64_t blocks = engine->views()[0].device_blocks;
     std::vector<BlockPair> pairs = random_pairs(blocks, std::max<uint64_t>(blocks / 3, 1), seed);
     for (Direction direction : {Direction::kHostToDevice, Direction::kDeviceToHost}) {
@@ -149,7 +158,7 @@ TEST_CASE("every backend moves exactly the right bytes at every block size") {
 
 TEST_CASE("runs of consecutive blocks and single pairs") {
   Fixture& f = *g_fixture;
-  auto engine = make_cuda_copy_engine(f.views(16 * kKiB), {});
+  auto engine = make_cuda_copy_engine(f.views(16 * kKiB), f.engine_options());
   std::vector<BlockPair> run;
   for (uint64_t b = 0; b < 300; ++b) run.push_back({100 + b, 2000 + b});
   std::vector<BlockPair> one{{7, 3}};
@@ -168,7 +177,7 @@ TEST_CASE("unaligned blocks: the SM kernels refuse them, auto moves them by DMA"
   Fixture& f = *g_fixture;
   std::vector<SegmentView> views = f.views(4 * kKiB);
   for (SegmentView& view : views) view.block_bytes = 4 * kKiB - 8;  // not a multiple of 16
-  auto engine = make_cuda_copy_engine(views, {});
+  auto engine = make_cuda_copy_engine(views, f.engine_options());
   std::vector<BlockPair> pairs = random_pairs(engine->views()[0].device_blocks, 500, 5);
   CHECK_THROWS_WITH_AS(engine->launch(Direction::kHostToDevice, pairs, CopyBackend::kSmLoadStore),
                        doctest::Contains("is not a multiple of 16 bytes"), Error);
@@ -181,8 +190,8 @@ TEST_CASE("loads and stores at once, on their own streams") {
   Fixture& f = *g_fixture;
   // Loads use the first segment, stores the second: disjoint bytes, concurrent.
   std::vector<SegmentView> all = f.views(64 * kKiB);
-  auto loads = make_cuda_copy_engine({all[0]}, {});
-  auto stores = make_cuda_copy_engine({all[1]}, {});
+  auto loads = make_cuda_copy_engine({all[0]}, f.engine_options());
+  auto stores = make_cuda_copy_engine({all[1]}, f.engine_options());
   std::vector<std::byte> source(kRegionBytes);
   fill_random(source, 42);
   std::memcpy(f.host(), source.data(), kRegionBytes);
@@ -217,7 +226,7 @@ TEST_CASE("pinning the same memory twice fails cleanly and leaves no error behin
                        doctest::Contains("cudaErrorHostMemoryAlreadyRegistered"), Error);
   // Nothing sticky: the runtime still works and the first registration still serves copies.
   CHECK(cudaGetLastError() == cudaSuccess);
-  auto engine = make_cuda_copy_engine(f.views(4 * kKiB), {});
+  auto engine = make_cuda_copy_engine(f.views(4 * kKiB), f.engine_options());
   check_copy(*engine, Direction::kDeviceToHost, CopyBackend::kDmaBatch, random_pairs(1000, 100, 3), 4);
 }
 

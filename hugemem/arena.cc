@@ -118,8 +118,14 @@ void populate_region(Os& os, PendingRegion& region, const Topology& topology, co
   const NumaNode* numa = node >= 0 ? topology.find(node) : nullptr;
   std::vector<int> cpus = numa != nullptr ? numa->cpus : std::vector<int>{};
   auto start = Clock::now();
+  // Touching is faster with many threads, and safe on hugetlbfs unless the region is bound to a
+  // node: the kernel reserved every page at mmap, and a preferred node falls back. A bound region
+  // is populated instead, which fails rather than raising SIGBUS.
+  const bool bound = node >= 0 && options.strict;
+  const bool reserved = region.backing.page_size > 4 * kKiB && !bound;
   PrefaultStats stats = prefault(os, region.mapping.data(), region.mapping.size(), region.backing.page_size,
-                                 threads_for_node(topology, node, options.prefault_threads), cpus);
+                                 threads_for_node(topology, node, options.prefault_threads), cpus,
+                                 reserved ? PrefaultMethod::kTouch : PrefaultMethod::kPopulate);
   region.report.fault_seconds = seconds_since(start);
   region.report.prefault_threads = stats.threads;
 

@@ -135,12 +135,16 @@ void touch_pages(std::byte* first, uint64_t length, uint64_t page_size) {
 }
 
 // Prefaults one range; returns 0, or -errno of the failed populate.
-int prefault_range(Os& os, std::byte* first, uint64_t length, uint64_t page_size, bool* used_populate) {
+int prefault_range(Os& os, std::byte* first, uint64_t length, uint64_t page_size, PrefaultMethod* method) {
+  if (*method == PrefaultMethod::kTouch) {
+    touch_pages(first, length, page_size);
+    return 0;
+  }
   int rc = os.madvise(first, length, MADV_POPULATE_WRITE);
   if (rc == -EINVAL) {
     // Kernels before 5.14 lack MADV_POPULATE_WRITE: touch instead (callers checked the pool).
     touch_pages(first, length, page_size);
-    *used_populate = false;
+    *method = PrefaultMethod::kTouch;
     return 0;
   }
   return rc;
@@ -149,12 +153,12 @@ int prefault_range(Os& os, std::byte* first, uint64_t length, uint64_t page_size
 }  // namespace
 
 PrefaultStats prefault(Os& os, void* addr, uint64_t length, uint64_t page_size, unsigned threads,
-                       const std::vector<int>& cpus) {
+                       const std::vector<int>& cpus, PrefaultMethod method) {
   uint64_t pages = length / page_size;
   threads = static_cast<unsigned>(std::clamp<uint64_t>(threads, 1, std::max<uint64_t>(pages, 1)));
-  PrefaultStats stats{threads, true};
+  PrefaultStats stats{threads, method};
   std::vector<int> errors(threads, 0);
-  std::vector<bool> populate(threads, true);
+  std::vector<PrefaultMethod> used(threads, method);
   std::vector<std::thread> workers;
   auto* base = static_cast<std::byte*>(addr);
   for (unsigned t = 0; t < threads; ++t) {
@@ -162,15 +166,13 @@ PrefaultStats prefault(Os& os, void* addr, uint64_t length, uint64_t page_size, 
     uint64_t last_page = pages * (t + 1) / threads;
     workers.emplace_back([&, t, first_page, last_page] {
       os.set_thread_cpus(cpus);  // best effort: placement comes from the policy, not the CPU
-      bool used = true;
-      errors[t] = prefault_range(os, base + first_page * page_size,
-                                 (last_page - first_page) * page_size, page_size, &used);
-      populate[t] = used;
+      errors[t] = prefault_range(os, base + first_page * page_size, (last_page - first_page) * page_size,
+                                 page_size, &used[t]);
     });
   }
   for (std::thread& worker : workers) worker.join();
   for (unsigned t = 0; t < threads; ++t) {
-    stats.used_populate = stats.used_populate && populate[t];
+    if (used[t] == PrefaultMethod::kTouch) stats.method = PrefaultMethod::kTouch;
     if (errors[t] == 0) continue;
     uint64_t first_page = pages * t / threads;
     uint64_t count = pages * (t + 1) / threads - first_page;
