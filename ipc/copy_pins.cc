@@ -1,0 +1,136 @@
+#include "ipc/copy_pins.h"
+
+namespace hugepin {
+
+const char* chunk_state_name(ChunkState state) {
+  switch (state) {
+    case ChunkState::kActive: return "active";
+    case ChunkState::kRetired: return "retired";
+    case ChunkState::kFenced: return "fenced";
+    case ChunkState::kReusable: return "reusable";
+  }
+  return "invalid";
+}
+
+CopyPins::CopyPins(uint32_t chunks) {
+  if (chunks == 0) throw Error("copy pins: chunk count 0; the plan must give at least one chunk");
+  records_.resize(chunks);
+  reusable_.reserve(chunks);
+}
+
+void CopyPins::check_range(ChunkId chunk) const {
+  if (chunk >= records_.size()) {
+    throw Error(cat("chunk ", chunk, " is out of range: the plan has ", records_.size(), " chunks"));
+  }
+}
+
+void CopyPins::pin(std::span<const ChunkId> chunks) {
+  for (ChunkId chunk : chunks) {
+    check_range(chunk);
+    const Record& record = records_[chunk];
+    if (record.state != ChunkState::kActive) {
+      throw Error(cat("cannot pin chunk ", chunk, ": it is ", chunk_state_name(record.state),
+                      ", not active (the engine retired it)"));
+    }
+    if (record.quarantined > 0) {
+      throw Error(cat("cannot pin chunk ", chunk, ": it is quarantined until an unresponsive rank's process exits"));
+    }
+  }
+  for (ChunkId chunk : chunks) {
+    Record& record = records_[chunk];
+    if (record.holds++ == 0) ++pinned_chunks_;
+  }
+  total_holds_ += chunks.size();
+}
+
+void CopyPins::unpin(std::span<const ChunkId> chunks) {
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    ChunkId chunk = chunks[i];
+    bool bad = chunk >= records_.size() || records_[chunk].holds <= records_[chunk].quarantined;
+    if (bad) {
+      for (size_t j = 0; j < i; ++j) {  // undo: all or nothing
+        if (records_[chunks[j]].holds++ == 0) ++pinned_chunks_;
+      }
+      check_range(chunk);
+      throw Error(cat("cannot unpin chunk ", chunk, ": listed more often than its ",
+                      records_[chunk].holds - records_[chunk].quarantined, " unquarantined holds"));
+    }
+    if (--records_[chunk].holds == 0) --pinned_chunks_;
+  }
+  total_holds_ -= chunks.size();
+  for (ChunkId chunk : chunks) {
+    // A chunk listed twice reaches here twice; make_reusable changes its state, so once.
+    if (records_[chunk].holds == 0 && records_[chunk].state == ChunkState::kFenced) {
+      --fenced_;
+      make_reusable(chunk);
+    }
+  }
+}
+
+void CopyPins::quarantine(std::span<const ChunkId> chunks) {
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    ChunkId chunk = chunks[i];
+    if (chunk >= records_.size() || records_[chunk].quarantined >= records_[chunk].holds) {
+      for (size_t j = 0; j < i; ++j) {
+        if (--records_[chunks[j]].quarantined == 0) --quarantined_chunks_;
+      }
+      check_range(chunk);
+      throw Error(cat("cannot quarantine chunk ", chunk, ": every one of its ", records_[chunk].holds,
+                      " holds is quarantined already"));
+    }
+    if (records_[chunk].quarantined++ == 0) ++quarantined_chunks_;
+  }
+}
+
+void CopyPins::unquarantine(std::span<const ChunkId> chunks) {
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    ChunkId chunk = chunks[i];
+    if (chunk >= records_.size() || records_[chunk].quarantined == 0) {
+      for (size_t j = 0; j < i; ++j) {
+        if (records_[chunks[j]].quarantined++ == 0) ++quarantined_chunks_;
+      }
+      check_range(chunk);
+      throw Error(cat("cannot end the quarantine of chunk ", chunk, ": it is not quarantined"));
+    }
+    if (--records_[chunk].quarantined == 0) --quarantined_chunks_;
+  }
+}
+
+void CopyPins::retire(ChunkId chunk) {
+  check_range(chunk);
+  Record& record = records_[chunk];
+  if (record.state != ChunkState::kActive) {
+    throw Error(cat("cannot retire chunk ", chunk, ": it is ", chunk_state_name(record.state),
+                    " already (retired twice?)"));
+  }
+  record.state = ChunkState::kRetired;
+  ++retired_;
+}
+
+void CopyPins::fence_passed(ChunkId chunk) {
+  check_range(chunk);
+  Record& record = records_[chunk];
+  if (record.state != ChunkState::kRetired) {
+    throw Error(cat("fence passed for chunk ", chunk, ", which is ", chunk_state_name(record.state), ", not retired"));
+  }
+  --retired_;
+  if (record.holds == 0) {
+    make_reusable(chunk);
+  } else {
+    record.state = ChunkState::kFenced;
+    ++fenced_;
+  }
+}
+
+void CopyPins::make_reusable(ChunkId chunk) {
+  records_[chunk].state = ChunkState::kReusable;
+  reusable_.push_back(chunk);
+}
+
+void CopyPins::take_reusable(std::vector<ChunkId>* out) {
+  for (ChunkId chunk : reusable_) records_[chunk].state = ChunkState::kActive;
+  out->insert(out->end(), reusable_.begin(), reusable_.end());
+  reusable_.clear();
+}
+
+}  // namespace hugepin
