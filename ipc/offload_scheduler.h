@@ -31,7 +31,9 @@
 //       exited, and its holds go once the live ranks have reported it too. r leaves the fence,
 //       so it no longer holds back the all-rank epoch. Implies rank_unresponsive(r) first.
 //   kAttach from an exited rank: a replacement. It is live again and joins the fence at
-//       current_epoch() - 1; the engine must give it no GPU work of closed epochs.
+//       current_epoch() - 1; the engine must give it no GPU work of closed epochs, and none of
+//       the jobs sent to the process it replaces (its exit settled them; the model in
+//       ipc/model shows a replayed job would be copied with no hold on its chunks).
 // Nothing is released earlier: a report from a rank once declared unresponsive is never trusted.
 //
 // Reports: apply() checks, in order: rank in range, kind known, rank live, sequence above the
