@@ -49,28 +49,6 @@ JobId CompletionQuorum::open(JobKind kind, std::span<const ChunkId> chunks) {
   return id;
 }
 
-CompletionQuorum::Outcome CompletionQuorum::record(JobId id, uint32_t rank, bool ok) {
-  Outcome outcome;
-  Job& job = slot(id);
-  if (job.id != id || id == 0) {
-    outcome.verdict = ReportVerdict::kUnknownJob;
-    return outcome;
-  }
-  uint64_t* settled = bits(id);
-  if (test_bit(settled, rank)) {
-    outcome.verdict = ReportVerdict::kDuplicate;
-    return outcome;
-  }
-  set_bit(settled, rank);
-  if (!ok && !job.failed) {
-    job.failed = true;
-    ++failed_open_;
-    outcome.failed_now = true;
-  }
-  outcome.settled = --job.unsettled == 0;
-  return outcome;
-}
-
 std::vector<JobId> CompletionQuorum::unsettled_by(uint32_t rank) const {
   std::vector<JobId> jobs;
   for (const Job& job : slots_) {

@@ -53,6 +53,8 @@ class CompletionQuorum {
   // Rank `rank` reports job `job` copied (ok) or failed. kUnknownJob when no open job has that
   // id, kDuplicate when the rank settled it already; a rejection changes nothing.
   // REQUIRES: rank < ranks().
+  // Inline (defined below): the per-report path, and a returned Outcome must not be packed
+  // into memory and read back.
   Outcome record(JobId job, uint32_t rank, bool ok);
 
   // The open jobs that `rank` has not settled, oldest first (allocates; for rank death only).
@@ -96,5 +98,28 @@ class CompletionQuorum {
   uint32_t open_jobs_ = 0;
   uint32_t failed_open_ = 0;
 };
+
+inline CompletionQuorum::Outcome CompletionQuorum::record(JobId id, uint32_t rank, bool ok) {
+  Outcome outcome;
+  Job& job = slot(id);
+  if (job.id != id || id == 0) {
+    outcome.verdict = ReportVerdict::kUnknownJob;
+    return outcome;
+  }
+  uint64_t& word = bits(id)[rank / 64];
+  uint64_t bit = uint64_t{1} << (rank % 64);
+  if (word & bit) {
+    outcome.verdict = ReportVerdict::kDuplicate;
+    return outcome;
+  }
+  word |= bit;
+  if (!ok && !job.failed) {
+    job.failed = true;
+    ++failed_open_;
+    outcome.failed_now = true;
+  }
+  outcome.settled = --job.unsettled == 0;
+  return outcome;
+}
 
 }  // namespace hugepin

@@ -18,10 +18,8 @@ CopyPins::CopyPins(uint32_t chunks) {
   reusable_.reserve(chunks);
 }
 
-void CopyPins::check_range(ChunkId chunk) const {
-  if (chunk >= records_.size()) {
-    throw Error(cat("chunk ", chunk, " is out of range: the plan has ", records_.size(), " chunks"));
-  }
+void CopyPins::throw_out_of_range(ChunkId chunk) const {
+  throw Error(cat("chunk ", chunk, " is out of range: the plan has ", records_.size(), " chunks"));
 }
 
 void CopyPins::pin(std::span<const ChunkId> chunks) {
@@ -46,23 +44,36 @@ void CopyPins::pin(std::span<const ChunkId> chunks) {
 void CopyPins::unpin(std::span<const ChunkId> chunks) {
   for (size_t i = 0; i < chunks.size(); ++i) {
     ChunkId chunk = chunks[i];
-    bool bad = chunk >= records_.size() || records_[chunk].holds <= records_[chunk].quarantined;
-    if (bad) {
-      for (size_t j = 0; j < i; ++j) {  // undo: all or nothing
-        if (records_[chunks[j]].holds++ == 0) ++pinned_chunks_;
-      }
+    if (chunk >= records_.size() || records_[chunk].holds <= records_[chunk].quarantined) {
+      undo_unpin(chunks.first(i));
       check_range(chunk);
       throw Error(cat("cannot unpin chunk ", chunk, ": listed more often than its ",
                       records_[chunk].holds - records_[chunk].quarantined, " unquarantined holds"));
     }
-    if (--records_[chunk].holds == 0) --pinned_chunks_;
+    Record& record = records_[chunk];
+    if (--record.holds == 0) {
+      --pinned_chunks_;
+      if (record.state == ChunkState::kFenced) {
+        --fenced_;
+        make_reusable(chunk);
+      }
+    }
   }
   total_holds_ -= chunks.size();
-  for (ChunkId chunk : chunks) {
-    // A chunk listed twice reaches here twice; make_reusable changes its state, so once.
-    if (records_[chunk].holds == 0 && records_[chunk].state == ChunkState::kFenced) {
-      --fenced_;
-      make_reusable(chunk);
+}
+
+// Puts back the holds an unpin took, newest first, so that chunks it made reusable leave the
+// reusable list in the order they joined it.
+void CopyPins::undo_unpin(std::span<const ChunkId> chunks) {
+  for (size_t i = chunks.size(); i-- > 0;) {
+    Record& record = records_[chunks[i]];
+    if (record.holds++ == 0) {
+      ++pinned_chunks_;
+      if (record.state == ChunkState::kReusable) {
+        record.state = ChunkState::kFenced;
+        ++fenced_;
+        reusable_.pop_back();
+      }
     }
   }
 }
@@ -96,35 +107,8 @@ void CopyPins::unquarantine(std::span<const ChunkId> chunks) {
   }
 }
 
-void CopyPins::retire(ChunkId chunk) {
-  check_range(chunk);
-  Record& record = records_[chunk];
-  if (record.state != ChunkState::kActive) {
-    throw Error(cat("cannot retire chunk ", chunk, ": it is ", chunk_state_name(record.state),
-                    " already (retired twice?)"));
-  }
-  record.state = ChunkState::kRetired;
-  ++retired_;
-}
-
-void CopyPins::fence_passed(ChunkId chunk) {
-  check_range(chunk);
-  Record& record = records_[chunk];
-  if (record.state != ChunkState::kRetired) {
-    throw Error(cat("fence passed for chunk ", chunk, ", which is ", chunk_state_name(record.state), ", not retired"));
-  }
-  --retired_;
-  if (record.holds == 0) {
-    make_reusable(chunk);
-  } else {
-    record.state = ChunkState::kFenced;
-    ++fenced_;
-  }
-}
-
-void CopyPins::make_reusable(ChunkId chunk) {
-  records_[chunk].state = ChunkState::kReusable;
-  reusable_.push_back(chunk);
+void CopyPins::throw_wrong_state(const char* what, ChunkId chunk, const char* why) const {
+  throw Error(cat(what, " chunk ", chunk, ": it is ", chunk_state_name(records_[chunk].state), ", ", why));
 }
 
 void CopyPins::take_reusable(std::vector<ChunkId>* out) {

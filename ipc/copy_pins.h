@@ -51,10 +51,27 @@ class CopyPins {
   void unquarantine(std::span<const ChunkId> chunks);
 
   // The engine gives up an active chunk. Throws Error naming the chunk and its state otherwise.
-  void retire(ChunkId chunk);
+  void retire(ChunkId chunk) {
+    check_range(chunk);
+    Record& record = records_[chunk];
+    if (record.state != ChunkState::kActive) throw_wrong_state("cannot retire", chunk, "already (retired twice?)");
+    record.state = ChunkState::kRetired;
+    ++retired_;
+  }
   // The fence passed for a retired chunk: reusable now if nothing holds it, else fenced until
   // the last unpin. Throws Error when the chunk is not retired.
-  void fence_passed(ChunkId chunk);
+  void fence_passed(ChunkId chunk) {
+    check_range(chunk);
+    Record& record = records_[chunk];
+    if (record.state != ChunkState::kRetired) throw_wrong_state("fence passed for", chunk, "not retired");
+    --retired_;
+    if (record.holds == 0) {
+      make_reusable(chunk);
+    } else {
+      record.state = ChunkState::kFenced;
+      ++fenced_;
+    }
+  }
 
   // Appends every reusable chunk to `out` in the order they became reusable and makes each
   // active again. Each chunk is handed out once per retirement.
@@ -83,8 +100,16 @@ class CopyPins {
     ChunkState state = ChunkState::kActive;
   };
 
-  void check_range(ChunkId chunk) const;
-  void make_reusable(ChunkId chunk);
+  void check_range(ChunkId chunk) const {
+    if (chunk >= records_.size()) throw_out_of_range(chunk);
+  }
+  [[noreturn]] void throw_out_of_range(ChunkId chunk) const;
+  [[noreturn]] void throw_wrong_state(const char* what, ChunkId chunk, const char* why) const;
+  void make_reusable(ChunkId chunk) {
+    records_[chunk].state = ChunkState::kReusable;
+    reusable_.push_back(chunk);
+  }
+  void undo_unpin(std::span<const ChunkId> chunks);
 
   std::vector<Record> records_;
   std::vector<ChunkId> reusable_;  // capacity: every chunk, so no push reallocates

@@ -54,6 +54,23 @@ TEST_CASE("unpin is all or nothing: more unpins than holds changes nothing") {
   CHECK(pins.total_holds() == 2);
 }
 
+TEST_CASE("a failed unpin also takes back the chunks it had made reusable") {
+  CopyPins pins(3);
+  std::vector<ChunkId> held{0, 2};
+  pins.pin(held);
+  pins.retire(0);
+  pins.fence_passed(0);  // fenced: waits for its hold
+  std::vector<ChunkId> bad{0, 1};  // chunk 1 has no hold
+  CHECK_THROWS_AS(pins.unpin(bad), Error);
+  CHECK(pins.state(0) == ChunkState::kFenced);
+  CHECK(pins.holds(0) == 1);
+  CHECK(pins.fenced_chunks() == 1);
+  CHECK(pins.reusable_chunks() == 0);
+  CHECK(pins.pinned_chunks() == 2);
+  pins.unpin(held);
+  CHECK(taken(pins) == std::vector<ChunkId>{0});
+}
+
 TEST_CASE("a retired chunk with no holds becomes reusable when the fence passes, once") {
   CopyPins pins(2);
   pins.retire(0);

@@ -61,17 +61,11 @@ JobId OffloadScheduler::dispatch(JobKind kind, std::span<const ChunkId> chunks) 
   return job;
 }
 
-ReportVerdict OffloadScheduler::apply(const Report& report) {
-  ReportVerdict verdict = check_and_apply(report);
-  if (verdict == ReportVerdict::kApplied) {
-    ++reports_applied_;
-  } else {
-    ++reports_rejected_[static_cast<size_t>(verdict)];
-  }
-  return verdict;
+inline void OffloadScheduler::drain_fence() {
+  while (fence_.front_passed()) pins_.fence_passed(fence_.pop_passed());
 }
 
-ReportVerdict OffloadScheduler::check_and_apply(const Report& report) {
+inline ReportVerdict OffloadScheduler::check_and_apply(const Report& report) {
   if (report.rank >= ranks_) return ReportVerdict::kUnknownRank;
   switch (report.kind) {
     case ReportKind::kCopyComplete:
@@ -112,7 +106,7 @@ ReportVerdict OffloadScheduler::check_and_apply(const Report& report) {
   return verdict;
 }
 
-ReportVerdict OffloadScheduler::apply_copy(const Report& report, bool ok) {
+inline ReportVerdict OffloadScheduler::apply_copy(const Report& report, bool ok) {
   CompletionQuorum::Outcome outcome = quorum_.record(report.value, report.rank, ok);
   if (outcome.verdict != ReportVerdict::kApplied) return outcome.verdict;
   if (outcome.failed_now) record_failure(report.value, FailureCause::kCopyFailed, report.rank, report.flags);
@@ -143,7 +137,7 @@ ReportVerdict OffloadScheduler::apply_attach(const Report& report) {
   return ReportVerdict::kApplied;
 }
 
-void OffloadScheduler::settle(JobId job) {
+inline void OffloadScheduler::settle(JobId job) {
   const CompletionQuorum::Job* record = quorum_.find(job);
   pins_.unpin(record->chunks);
   if (!record->failed) {
@@ -151,6 +145,16 @@ void OffloadScheduler::settle(JobId job) {
     ++jobs_completed_;
   }
   quorum_.close(job);
+}
+
+ReportVerdict OffloadScheduler::apply(const Report& report) {
+  ReportVerdict verdict = check_and_apply(report);
+  if (verdict == ReportVerdict::kApplied) {
+    ++reports_applied_;
+  } else {
+    ++reports_rejected_[static_cast<size_t>(verdict)];
+  }
+  return verdict;
 }
 
 void OffloadScheduler::record_failure(JobId job, FailureCause cause, uint32_t rank, uint32_t error) {
@@ -193,10 +197,6 @@ Epoch OffloadScheduler::begin_epoch() {
   Epoch epoch = fence_.begin_epoch();
   drain_fence();  // with no member ranks, the all-rank epoch follows the current one
   return epoch;
-}
-
-void OffloadScheduler::drain_fence() {
-  while (fence_.front_passed()) pins_.fence_passed(fence_.pop_passed());
 }
 
 void OffloadScheduler::take_reusable(std::vector<ChunkId>* out) { pins_.take_reusable(out); }

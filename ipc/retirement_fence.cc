@@ -52,13 +52,8 @@ void RetirementFence::retire(ChunkId chunk) {
   ++queued_;
 }
 
-ChunkId RetirementFence::pop_passed() {
-  if (!front_passed()) throw Error("retirement fence: pop with no chunk past the fence");
-  ChunkId chunk = queue_[head_].chunk;
-  if (++head_ == queue_.size()) head_ = 0;
-  --queued_;
-  queued_flag_[chunk] = 0;
-  return chunk;
+void RetirementFence::throw_nothing_passed() {
+  throw Error("retirement fence: pop with no chunk past the fence");
 }
 
 void RetirementFence::advance_min() {

@@ -53,8 +53,16 @@ class RetirementFence {
   void retire(ChunkId chunk);
   // The oldest queued chunk has passed: all_rank_epoch() >= its stamp.
   bool front_passed() const { return queued_ > 0 && queue_[head_].stamp <= min_; }
-  // Removes and returns the oldest queued chunk. REQUIRES: front_passed().
-  ChunkId pop_passed();
+  // Removes and returns the oldest queued chunk. REQUIRES: front_passed(); throws Error
+  // otherwise.
+  ChunkId pop_passed() {
+    if (!front_passed()) throw_nothing_passed();
+    ChunkId chunk = queue_[head_].chunk;
+    if (++head_ == queue_.size()) head_ = 0;
+    --queued_;
+    queued_flag_[chunk] = 0;
+    return chunk;
+  }
   // Queued chunks (retired, fence not yet passed).
   uint32_t waiting() const { return queued_; }
   // The stamp a queued chunk was retired with. REQUIRES: chunk is queued.
@@ -83,6 +91,7 @@ class RetirementFence {
 
   uint32_t& count_at(Epoch epoch) { return counts_[epoch & counts_mask_]; }
   void advance_min();
+  [[noreturn]] static void throw_nothing_passed();
   void grow_counts();
 
   ComputeBarrier barrier_;
