@@ -93,7 +93,7 @@ Workload build_workload(const FenceBenchOptions& options, uint32_t ranks) {
   Workload workload;
   workload.ranks = ranks;
   uint64_t per_step = uint64_t{ranks} * (options.jobs_per_step + 1);
-  workload.steps = std::max<uint64_t>(2, options.reports / per_step + 1);
+  workload.steps = (options.reports + per_step - 1) / per_step + 1;  // step 0 has no reports yet
   workload.reports.reserve(per_step * workload.steps);
   std::vector<uint64_t> sequence(ranks, 0);
   for (uint64_t step = 0; step < workload.steps; ++step) {
