@@ -187,7 +187,7 @@ class OffloadScheduler {
   RetirementFence fence_;
   std::vector<RankRecord> rank_records_;
   uint32_t live_ranks_;
-  std::vector<JobId> completed_;  // capacity: the job table, so no push reallocates
+  std::vector<JobId> completed_;  // reserved for a job table's worth between take_completed()s
   std::vector<FailedJob> failed_;
   uint64_t jobs_dispatched_ = 0;
   uint64_t jobs_completed_ = 0;

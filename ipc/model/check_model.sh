@@ -22,12 +22,13 @@ trap 'rm -rf "$work"' EXIT
 
 safety_bounds="-DMAXE=2"
 progress_bounds="-DMAXE=1"
+memory_mb=1024  # each search may use at most this much; running out fails the check
 if [ "${HUGEPIN_MODEL_DEEP:-0}" = 1 ]; then
   safety_bounds="-DMAXE=2 -DTWO_CHUNK_JOBS"
   progress_bounds="-DMAXE=2"
+  memory_mb=4096
 fi
-# Each search may use at most this much memory; running out fails the check.
-gcc_common="-O1 -w -DMEMLIM=1024"
+gcc_common="-O1 -w -DMEMLIM=$memory_mb"
 
 # build NAME SPIN_FLAGS GCC_FLAGS: generates pan.c for the model in $work/NAME and compiles it.
 build() {
