@@ -23,22 +23,31 @@ void CopyPins::throw_out_of_range(ChunkId chunk) const {
 }
 
 void CopyPins::pin(std::span<const ChunkId> chunks) {
-  for (ChunkId chunk : chunks) {
-    check_range(chunk);
-    const Record& record = records_[chunk];
-    if (record.state != ChunkState::kActive) {
-      throw Error(cat("cannot pin chunk ", chunk, ": it is ", chunk_state_name(record.state),
-                      ", not active (the engine retired it)"));
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    ChunkId chunk = chunks[i];
+    if (chunk >= records_.size() || records_[chunk].state != ChunkState::kActive || records_[chunk].quarantined > 0) {
+      undo_pin(chunks.first(i));
+      refuse_pin(chunk);
     }
-    if (record.quarantined > 0) {
-      throw Error(cat("cannot pin chunk ", chunk, ": it is quarantined until an unresponsive rank's process exits"));
-    }
-  }
-  for (ChunkId chunk : chunks) {
-    Record& record = records_[chunk];
-    if (record.holds++ == 0) ++pinned_chunks_;
+    if (records_[chunk].holds++ == 0) ++pinned_chunks_;
   }
   total_holds_ += chunks.size();
+}
+
+void CopyPins::undo_pin(std::span<const ChunkId> chunks) {
+  for (ChunkId chunk : chunks) {
+    if (--records_[chunk].holds == 0) --pinned_chunks_;
+  }
+}
+
+void CopyPins::refuse_pin(ChunkId chunk) const {
+  check_range(chunk);
+  const Record& record = records_[chunk];
+  if (record.state != ChunkState::kActive) {
+    throw Error(cat("cannot pin chunk ", chunk, ": it is ", chunk_state_name(record.state),
+                    ", not active (the engine retired it)"));
+  }
+  throw Error(cat("cannot pin chunk ", chunk, ": it is quarantined until an unresponsive rank's process exits"));
 }
 
 void CopyPins::unpin(std::span<const ChunkId> chunks) {

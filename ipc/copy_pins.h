@@ -109,6 +109,8 @@ class CopyPins {
     records_[chunk].state = ChunkState::kReusable;
     reusable_.push_back(chunk);
   }
+  void undo_pin(std::span<const ChunkId> chunks);
+  [[noreturn]] void refuse_pin(ChunkId chunk) const;
   void undo_unpin(std::span<const ChunkId> chunks);
 
   std::vector<Record> records_;

@@ -40,6 +40,7 @@ TEST_CASE("pin is all or nothing: a bad chunk anywhere pins nothing") {
   CHECK_THROWS_WITH_AS(pins.pin(out_of_range), "chunk 9 is out of range: the plan has 4 chunks", Error);
   CHECK(pins.holds_clear());
   CHECK(pins.holds(0) == 0);
+  CHECK(pins.pinned_chunks() == 0);
 }
 
 TEST_CASE("unpin is all or nothing: more unpins than holds changes nothing") {

@@ -38,18 +38,11 @@ Epoch RetirementFence::begin_epoch() {
   return current_;
 }
 
-void RetirementFence::retire(ChunkId chunk) {
+void RetirementFence::refuse_retire(ChunkId chunk) const {
   if (chunk >= stamps_.size()) {
     throw Error(cat("chunk ", chunk, " is out of range: the plan has ", stamps_.size(), " chunks"));
   }
-  if (queued_flag_[chunk]) throw Error(cat("chunk ", chunk, " is waiting on the retirement fence already"));
-  Epoch stamp = barrier_ == ComputeBarrier::kWaived ? 0 : current_;
-  size_t tail = head_ + queued_;
-  if (tail >= queue_.size()) tail -= queue_.size();
-  queue_[tail] = Entry{chunk, stamp};
-  stamps_[chunk] = stamp;
-  queued_flag_[chunk] = 1;
-  ++queued_;
+  throw Error(cat("chunk ", chunk, " is waiting on the retirement fence already"));
 }
 
 void RetirementFence::throw_nothing_passed() {

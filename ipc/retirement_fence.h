@@ -50,7 +50,16 @@ class RetirementFence {
   // Stamps `chunk` with the current epoch (0 when the barrier is waived) and queues it behind
   // earlier retirements. REQUIRES: chunk < chunks and not queued (the caller retires a chunk
   // once per life; CopyPins enforces that). Throws Error when it is.
-  void retire(ChunkId chunk);
+  void retire(ChunkId chunk) {
+    if (chunk >= stamps_.size() || queued_flag_[chunk]) refuse_retire(chunk);
+    Epoch stamp = barrier_ == ComputeBarrier::kWaived ? 0 : current_;
+    size_t tail = head_ + queued_;
+    if (tail >= queue_.size()) tail -= queue_.size();
+    queue_[tail] = Entry{chunk, stamp};
+    stamps_[chunk] = stamp;
+    queued_flag_[chunk] = 1;
+    ++queued_;
+  }
   // The oldest queued chunk has passed: all_rank_epoch() >= its stamp.
   bool front_passed() const { return queued_ > 0 && queue_[head_].stamp <= min_; }
   // Removes and returns the oldest queued chunk. REQUIRES: front_passed(); throws Error
@@ -92,6 +101,7 @@ class RetirementFence {
   uint32_t& count_at(Epoch epoch) { return counts_[epoch & counts_mask_]; }
   void advance_min();
   [[noreturn]] static void throw_nothing_passed();
+  [[noreturn]] void refuse_retire(ChunkId chunk) const;
   void grow_counts();
 
   ComputeBarrier barrier_;
