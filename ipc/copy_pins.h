@@ -54,7 +54,7 @@ class CopyPins {
   void retire(ChunkId chunk) {
     check_range(chunk);
     Record& record = records_[chunk];
-    if (record.state != ChunkState::kActive) throw_wrong_state("cannot retire", chunk, "already (retired twice?)");
+    if (record.state != ChunkState::kActive) throw_wrong_state("cannot retire", chunk, "not active (retired twice?)");
     record.state = ChunkState::kRetired;
     ++retired_;
   }
