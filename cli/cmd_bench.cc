@@ -8,6 +8,7 @@
 
 #include "base/size.h"
 #include "base/table.h"
+#include "bench/fence_bench.h"
 #include "bench/host_pin_bench.h"
 #include "cli/command.h"
 #include "cli/gpu_bench_commands.h"
@@ -103,6 +104,65 @@ int run_pin(Context& context, const PinArgs& args) {
   return 0;
 }
 
+struct FenceArgs {
+  std::vector<uint32_t> ranks{2, 4, 8, 16, 32, 64, 128, 256};
+  uint32_t jobs_per_step = 8;
+  uint32_t chunks_per_job = 4;
+  uint64_t reports = 2000000;
+  unsigned repeat = 5;
+  unsigned warmup = 1;
+  bool json = false;
+};
+
+Json summary_json(const bench::Summary& s) { return Json{{"median", s.median}, {"min", s.min}, {"max", s.max}}; }
+
+int run_fence(const FenceArgs& args) {
+  bench::FenceBenchOptions options;
+  options.rank_counts = args.ranks;
+  options.jobs_per_step = args.jobs_per_step;
+  options.chunks_per_job = args.chunks_per_job;
+  options.reports = args.reports;
+  options.repeat = args.repeat;
+  options.warmup = args.warmup;
+  const bool show_progress = isatty(STDERR_FILENO) != 0;
+  auto progress = [&](const std::string& line) {
+    if (show_progress) std::cerr << "\r\033[K  " << line << std::flush;
+  };
+  try {
+    bench::check_fence_bench_options(options);
+  } catch (const Error& error) {
+    throw UsageError(error.what());
+  }
+  std::vector<bench::FenceBenchRow> rows = bench::run_fence_bench(options, progress);
+  if (show_progress) std::cerr << "\r\033[K";
+
+  if (args.json) {
+    Json json_rows = Json::array();
+    for (const bench::FenceBenchRow& row : rows) {
+      json_rows.push_back({{"ranks", row.ranks}, {"reports", row.reports}, {"steps", row.steps},
+                           {"ours_reports_per_second", summary_json(row.ours)},
+                           {"baseline_reports_per_second", summary_json(row.baseline)},
+                           {"ratio", row.ours.median / row.baseline.median}});
+    }
+    print_json({{"benchmark", "fence"}, {"jobs_per_step", options.jobs_per_step},
+                {"chunks_per_job", options.chunks_per_job}, {"chunks", options.chunks}, {"repeat", options.repeat},
+                {"warmup", options.warmup}, {"target_reports_per_second", 20e6}, {"rows", json_rows}});
+    return 0;
+  }
+  std::cout << "copy-complete and compute-release reports applied per second of one core's CPU time (median of "
+            << options.repeat << "; " << options.jobs_per_step << " jobs of " << options.chunks_per_job
+            << " chunks per step; target >= 20 M/s)\n";
+  Table table({"TPxPP", "REPORTS", "OURS M/s", "SPREAD", "BASELINE M/s", "SPREAD", "vs BASELINE"});
+  for (const bench::FenceBenchRow& row : rows) {
+    table.add_row({std::to_string(row.ranks), std::to_string(row.reports), fixed(row.ours.median / 1e6, 1),
+                   fixed(100 * row.ours.spread(), 0) + "%", fixed(row.baseline.median / 1e6, 2),
+                   fixed(100 * row.baseline.spread(), 0) + "%", fixed(row.ours.median / row.baseline.median, 1) + "x"});
+  }
+  std::cout << table.render();
+  std::cout << "baseline: unordered_map<job, set<rank>>, map<chunk, holds>, min over rank epochs per release\n";
+  return 0;
+}
+
 }  // namespace
 
 void add_bench_commands(CLI::App& app, Context& context) {
@@ -125,6 +185,20 @@ void add_bench_commands(CLI::App& app, Context& context) {
   pin->add_option("--methods", pin_args->gpu_args.methods,
                   "GPU rows, comma-separated: arena-cold,arena-warm,bare-register,cudaHostAlloc,4k-register");
   pin->callback([&context, pin_args] { context.action = [&context, pin_args] { return run_pin(context, *pin_args); }; });
+
+  auto fence_args = std::make_shared<FenceArgs>();
+  CLI::App* fence = bench->add_subcommand(
+      "fence", "Reports per second through copy pins, quorum and fence vs general-purpose containers");
+  fence->add_option("--ranks", fence_args->ranks, "TP x PP values, comma-separated")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 1024));
+  fence->add_option("--jobs", fence_args->jobs_per_step, "Copy jobs dispatched per step")->check(CLI::Range(1, 1024));
+  fence->add_option("--chunks-per-job", fence_args->chunks_per_job, "Chunks per job")->check(CLI::Range(1, 64));
+  fence->add_option("--reports", fence_args->reports, "Reports per run")->check(CLI::Range(1000, 1000000000));
+  fence->add_option("--repeat", fence_args->repeat, "Runs per row")->check(CLI::Range(1, 100));
+  fence->add_option("--warmup", fence_args->warmup, "Unmeasured runs first")->check(CLI::Range(0, 100));
+  fence->add_flag("--json", fence_args->json, "Print JSON");
+  fence->callback([&context, fence_args] { context.action = [fence_args] { return run_fence(*fence_args); }; });
 
   add_gpu_bench_commands(*bench, context);
 }

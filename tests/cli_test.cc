@@ -69,3 +69,18 @@ TEST_CASE("pool set on a copied tree writes the nodes and reports the shortfall-
   std::fclose(file);
   CHECK(std::string(text) == "768");
 }
+
+TEST_CASE("bench fence runs both schedulers on the same stream and prints JSON") {
+  Run run = run_hugepin("bench fence --ranks 2,16 --reports 20000 --repeat 1 --warmup 0 --json");
+  REQUIRE(run.status == 0);
+  auto parsed = nlohmann::json::parse(run.out);
+  CHECK(parsed["benchmark"] == "fence");
+  REQUIRE(parsed["rows"].size() == 2);
+  CHECK(parsed["rows"][1]["ranks"] == 16);
+  CHECK(parsed["rows"][0]["ours_reports_per_second"]["median"].get<double>() > 0);
+  CHECK(parsed["rows"][0]["baseline_reports_per_second"]["median"].get<double>() > 0);
+  CHECK(parsed["rows"][0]["reports"].get<uint64_t>() >= 20000);
+  CHECK(run_hugepin("bench fence --ranks 0").status == 2);
+  CHECK(run_hugepin("bench fence --ranks 2000").status == 2);
+  CHECK(run_hugepin("bench fence --jobs 1024 --chunks-per-job 64").status == 2);
+}
