@@ -11,6 +11,7 @@
 #include "bench/host_pin_bench.h"
 #include "cli/command.h"
 #include "cli/gpu_bench_commands.h"
+#include "cli/spill_bench_command.h"
 
 namespace hugepin::cli {
 namespace {
@@ -127,6 +128,7 @@ void add_bench_commands(CLI::App& app, Context& context) {
   pin->callback([&context, pin_args] { context.action = [&context, pin_args] { return run_pin(context, *pin_args); }; });
 
   add_gpu_bench_commands(*bench, context);
+  add_spill_bench_command(*bench, context);
 }
 
 }  // namespace hugepin::cli
