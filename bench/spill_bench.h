@@ -16,18 +16,20 @@ namespace hugepin::bench {
 
 struct SpillBenchOptions {
   std::string dir = "/var/tmp";  // where the file goes: the disk under test
-  uint64_t bytes = 2ULL << 30;
+  uint64_t bytes = 1ULL << 30;
   uint64_t chunk_bytes = 2 << 20;
   unsigned job_chunks = 8;     // chunks per submitted job
   unsigned queue_depth = 32;   // io_uring
   unsigned submit_batch = 8;   // io_uring
-  uint64_t request_bytes = 1 << 20;
+  uint64_t request_bytes = 2 << 20;
   unsigned threads = 8;        // thread pools
   uint64_t reference_request_bytes = 8 << 20;
   unsigned reference_queue_depth = 32;
   unsigned repeat = 3;
   uint64_t page_size = 0;      // of the arena region; 0: best available
   uint64_t seed = 1;
+  // Which rows: any of "uring", "pool", "buffered", "device"; empty: all.
+  std::vector<std::string> methods;
 };
 
 struct SpillBenchRow {
@@ -46,8 +48,8 @@ struct SpillBenchReport {
   std::string cache_note;   // how the page cache was kept out of the read figures
 };
 
-// Runs every method `repeat` times each way, alternating methods so that drift hits all, checking
-// the data of the first read of each method. Throws Error on any I/O failure. Calls `progress`
+// Writes the file once unmeasured, then runs every method `repeat` times each way, alternating
+// methods so that drift hits all, checking the data of the first read of each method. Throws Error on any I/O failure. Calls `progress`
 // with a line before each run. Removes its file and arena when done.
 SpillBenchReport run_spill_bench(Os& os, const SpillBenchOptions& options,
                                  const std::function<void(const std::string&)>& progress);

@@ -13,15 +13,16 @@ namespace {
 
 struct SpillArgs {
   std::string dir = "/var/tmp";
-  std::string size = "2G";
+  std::string size = "1G";
   std::string chunk = "2M";
   unsigned job_chunks = 8;
   unsigned queue_depth = 32;
   unsigned batch = 8;
-  std::string request = "1M";
+  std::string request = "2M";
   unsigned threads = 8;
   unsigned repeat = 3;
   std::string page_size = "auto";
+  std::vector<std::string> methods;
   bool json = false;
 };
 
@@ -42,6 +43,16 @@ double ratio(const bench::SpillBenchRow& row, const bench::SpillBenchRow* base) 
   return base != nullptr && base->gb_per_second.median > 0 ? row.gb_per_second.median / base->gb_per_second.median : 0;
 }
 
+Json ratio_json(const bench::SpillBenchRow& row, const bench::SpillBenchRow* base) {
+  return base != nullptr ? Json(ratio(row, base)) : Json(nullptr);
+}
+
+// "1.46x", or "93%" as a share of the limit; "-" when the row compared against was not run.
+std::string ratio_cell(const bench::SpillBenchRow& row, const bench::SpillBenchRow* base, bool percent) {
+  if (base == nullptr) return "-";
+  return percent ? fixed(100 * ratio(row, base), 0) + "%" : fixed(ratio(row, base), 2) + "x";
+}
+
 int run_spill(Context& context, const SpillArgs& args) {
   bench::SpillBenchOptions options;
   options.dir = args.dir;
@@ -54,6 +65,7 @@ int run_spill(Context& context, const SpillArgs& args) {
   options.threads = args.threads;
   options.repeat = args.repeat;
   options.page_size = page_size_value(args.page_size);
+  options.methods = args.methods;
   if (options.bytes == 0 || options.bytes % (4 * kKiB) != 0) throw UsageError(cat("--size ", args.size, ": not a non-zero multiple of 4K"));
   if (options.chunk_bytes == 0 || options.chunk_bytes % (4 * kKiB) != 0) {
     throw UsageError(cat("--chunk ", args.chunk, ": not a non-zero multiple of 4K"));
@@ -73,8 +85,8 @@ int run_spill(Context& context, const SpillArgs& args) {
                       {"engine", row.detail},
                       {"gb_per_second", summary_json(row.gb_per_second)},
                       {"cpu_seconds_per_gb", summary_json(row.cpu_seconds_per_gb)},
-                      {"vs_pool", ratio(row, find_row(report, row, "pread/pwrite pool O_DIRECT"))},
-                      {"vs_device", ratio(row, find_row(report, row, "device sequential"))}});
+                      {"vs_pool", ratio_json(row, find_row(report, row, "pread/pwrite pool O_DIRECT"))},
+                      {"vs_device", ratio_json(row, find_row(report, row, "device sequential"))}});
     }
     print_json({{"benchmark", "spill"},
                 {"file", report.file},
@@ -95,8 +107,8 @@ int run_spill(Context& context, const SpillArgs& args) {
   Table table({"METHOD", "DIR", "GB/s", "SPREAD", "CPU s/GB", "vs pool", "vs device"}, {Table::Align::kLeft, Table::Align::kLeft});
   for (const bench::SpillBenchRow& row : report.rows) {
     table.add_row({row.method, row.direction, fixed(row.gb_per_second.median, 2), fixed(100 * row.gb_per_second.spread(), 0) + "%",
-                   fixed(row.cpu_seconds_per_gb.median, 3), fixed(ratio(row, find_row(report, row, "pread/pwrite pool O_DIRECT")), 2) + "x",
-                   fixed(100 * ratio(row, find_row(report, row, "device sequential")), 0) + "%"});
+                   fixed(row.cpu_seconds_per_gb.median, 3), ratio_cell(row, find_row(report, row, "pread/pwrite pool O_DIRECT"), false),
+                   ratio_cell(row, find_row(report, row, "device sequential"), true)});
   }
   std::cout << table.render() << report.cache_note << "\n";
   for (const bench::SpillBenchRow& row : report.rows) {
@@ -121,6 +133,9 @@ void add_spill_bench_command(CLI::App& bench, Context& context) {
   spill->add_option("--threads", args->threads, "Thread-pool threads")->check(CLI::Range(1, 1024));
   spill->add_option("--repeat", args->repeat, "Runs per row")->check(CLI::Range(1, 100));
   spill->add_option("--pagesize", args->page_size, "Page size of the memory spilled")->check(page_size_validator(true));
+  spill->add_option("--methods", args->methods, "Rows, comma-separated: uring,pool,buffered,device (default: all)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"uring", "pool", "buffered", "device"}));
   spill->add_flag("--json", args->json, "Print JSON");
   spill->callback([&context, args] { context.action = [&context, args] { return run_spill(context, *args); }; });
 }

@@ -93,7 +93,7 @@ void throw_if_failed(const BlockResult& result);
 struct UringOptions {
   unsigned queue_depth = 32;   // requests in flight at once
   unsigned submit_batch = 8;   // requests prepared per io_uring_submit while filling the queue
-  uint64_t request_bytes = 1 << 20;  // largest request; at most 1 GiB
+  uint64_t request_bytes = 2 << 20;  // largest request; at most 1 GiB
   // Memory to register as fixed buffers (in pieces of at most 1 GiB, the kernel's limit per
   // buffer); spans inside it use READ_FIXED/WRITE_FIXED. Empty: no fixed buffers.
   std::span<std::byte> fixed_memory;
@@ -111,7 +111,7 @@ std::unique_ptr<BlockIo> make_uring_block_io(const BlockFile& file, const UringO
 
 struct ThreadPoolOptions {
   unsigned threads = 8;
-  uint64_t request_bytes = 1 << 20;
+  uint64_t request_bytes = 2 << 20;
 };
 
 // A pread/pwrite BlockIo on `file` with `options.threads` threads, through `os` (tests inject
