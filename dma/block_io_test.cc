@@ -18,6 +18,7 @@
 #include "base/pattern.h"
 #include "base/size.h"
 #include "dma/detail/block_batch.h"
+#include "dma/test_disk.h"
 #include "tests/support/fault_os.h"
 #include "tests/support/temp_dir.h"
 
@@ -36,7 +37,7 @@ Buffer aligned_buffer(uint64_t bytes) {
 }
 
 struct TestFile {
-  test::TempDir dir{"/var/tmp"};
+  test::TempDir dir{test::kDiskDir};
   std::string path = dir.path() + "/blocks";
   int fd = -1;
   explicit TestFile(int flags = O_RDWR | O_CREAT | O_DIRECT) {
@@ -120,7 +121,7 @@ bool contains(const std::string& text, const std::string& part) { return text.fi
 
 }  // namespace
 
-TEST_CASE("io_uring with fixed buffers round-trips random data in odd spans") {
+TEST_CASE("io_uring with fixed buffers round-trips random data in odd spans" * doctest::skip(!test::io_uring_available() || !test::disk_direct_io())) {
   TestFile file;
   const uint64_t bytes = 37 * kMiB + 5 * kPage;
   for (unsigned depth : {1u, 3u, 32u}) {
@@ -135,13 +136,14 @@ TEST_CASE("io_uring with fixed buffers round-trips random data in odd spans") {
   }
 }
 
-TEST_CASE("io_uring uses fixed buffers for spans inside the registered memory") {
+TEST_CASE("io_uring uses fixed buffers for spans inside the registered memory" *
+          doctest::skip(!test::io_uring_available() || !test::disk_direct_io() || !test::can_lock_memory(16 * kMiB))) {
   TestFile file;
-  const uint64_t bytes = 9 * kMiB;
+  const uint64_t bytes = 3 * kMiB;
   Buffer memory = aligned_buffer(2 * bytes);
   UringOptions options;
   options.fixed_memory = {memory.get(), 2 * bytes};
-  options.require_fixed = true;  // root or a large RLIMIT_MEMLOCK here; an error otherwise
+  options.require_fixed = true;  // an error rather than a quiet fallback
   std::unique_ptr<BlockIo> io = make_uring_block_io(file.block_file(), options);
   CHECK(contains(io->describe(), "fixed buffers"));
   fill_pattern(memory.get(), bytes, 5);
@@ -152,7 +154,7 @@ TEST_CASE("io_uring uses fixed buffers for spans inside the registered memory") 
   CHECK_FALSE(find_pattern_mismatch(memory.get() + bytes, bytes, 5));
 }
 
-TEST_CASE("the thread pool round-trips random data in odd spans, with and without O_DIRECT") {
+TEST_CASE("the thread pool round-trips random data in odd spans, with and without O_DIRECT" * doctest::skip(!test::disk_direct_io())) {
   for (bool direct : {true, false}) {
     CAPTURE(direct);
     TestFile file(O_RDWR | O_CREAT | (direct ? O_DIRECT : 0));
@@ -164,7 +166,7 @@ TEST_CASE("the thread pool round-trips random data in odd spans, with and withou
   }
 }
 
-TEST_CASE("short reads and writes continue from where they stopped") {
+TEST_CASE("short reads and writes continue from where they stopped" * doctest::skip(!test::disk_direct_io())) {
   TestFile file;
   ShortOs os(real_os(), 3 * kPage);
   std::unique_ptr<BlockIo> io = make_thread_pool_block_io(os, file.block_file(), {3, 64 * kKiB});
@@ -175,7 +177,7 @@ TEST_CASE("short reads and writes continue from where they stopped") {
   CHECK(os.calls.load() >= 2 * least);
 }
 
-TEST_CASE("thread pool: an injected ENOSPC or EIO fails its span only, naming file, offset and errno") {
+TEST_CASE("thread pool: an injected ENOSPC or EIO fails its span only, naming file, offset and errno" * doctest::skip(!test::disk_direct_io())) {
   TestFile file;
   test::FaultInjectionOs os(real_os());
   std::unique_ptr<BlockIo> io = make_thread_pool_block_io(os, file.block_file(), {1, kMiB});
@@ -205,7 +207,7 @@ TEST_CASE("thread pool: an injected ENOSPC or EIO fails its span only, naming fi
   CHECK(contains(read.failures[0].message, "(EIO 5)"));
 }
 
-TEST_CASE("io_uring: a read past the end of the file fails naming where the file ends") {
+TEST_CASE("io_uring: a read past the end of the file fails naming where the file ends" * doctest::skip(!test::io_uring_available() || !test::disk_direct_io())) {
   TestFile file;
   Buffer memory = aligned_buffer(4 * kPage);
   fill_pattern(memory.get(), 4 * kPage, 2);
@@ -221,7 +223,7 @@ TEST_CASE("io_uring: a read past the end of the file fails naming where the file
   CHECK(read.bytes == 0);
 }
 
-TEST_CASE("io_uring: a kernel error becomes a message naming file, offset, length and errno") {
+TEST_CASE("io_uring: a kernel error becomes a message naming file, offset, length and errno" * doctest::skip(!test::io_uring_available() || !test::disk_direct_io())) {
   TestFile file(O_RDONLY | O_CREAT | O_DIRECT);
   Buffer memory = aligned_buffer(kMiB);
   std::unique_ptr<BlockIo> io = make_uring_block_io(file.block_file(), {});
@@ -232,7 +234,7 @@ TEST_CASE("io_uring: a kernel error becomes a message naming file, offset, lengt
         "cannot write " + file.path + " at offset 3145728 (1048576 bytes): Bad file descriptor (EBADF 9)");
 }
 
-TEST_CASE("misaligned or empty spans are refused before anything is queued") {
+TEST_CASE("misaligned or empty spans are refused before anything is queued" * doctest::skip(!test::io_uring_available() || !test::disk_direct_io())) {
   TestFile file;
   Buffer memory = aligned_buffer(2 * kPage);
   std::unique_ptr<BlockIo> io = make_uring_block_io(file.block_file(), {});
@@ -265,7 +267,7 @@ TEST_CASE("requests are cut at the request size and at registered buffer edges")
   CHECK(detail::usable_request_bytes(4 * kGiB, 512) == kGiB);
 }
 
-TEST_CASE("many threads submit at once; destruction waits for every batch") {
+TEST_CASE("many threads submit at once; destruction waits for every batch" * doctest::skip(!test::io_uring_available() || !test::disk_direct_io())) {
   TestFile file;
   const uint64_t per_thread = 2 * kMiB;
   const unsigned threads = 4;

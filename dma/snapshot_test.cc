@@ -22,6 +22,7 @@
 #include "base/error.h"
 #include "base/pattern.h"
 #include "base/size.h"
+#include "dma/test_disk.h"
 #include "hugemem/arena.h"
 #include "tests/support/temp_dir.h"
 
@@ -104,7 +105,7 @@ int in_child(Body body) {
 
 TEST_CASE("an arena of three ranks round-trips through a snapshot on disk") {
   TestArena arena("hp-spill-snap", {5 * kMiB + 12 * kKiB, 3 * kMiB, kMiB});
-  test::TempDir disk("/var/tmp");
+  test::TempDir disk(test::kDiskDir);
   const std::string dir = disk.path() + "/snapshot";
   arena.fill(1);
   std::vector<uint64_t> progress;
@@ -118,7 +119,7 @@ TEST_CASE("an arena of three ranks round-trips through a snapshot on disk") {
   CHECK(saved.regions == 3);
   CHECK(saved.chunks == 6 + 3 + 1);
   CHECK(saved.bytes == 9 * kMiB + 12 * kKiB);
-  CHECK(contains(saved.backend, "io_uring"));
+  CHECK(contains(saved.backend, test::io_uring_available() && test::disk_direct_io() ? "io_uring" : "pread/pwrite"));
   CHECK(saved.fallback.empty());
   CHECK(!progress.empty());
   CHECK(progress.back() == saved.bytes);
@@ -150,9 +151,9 @@ TEST_CASE("an arena of three ranks round-trips through a snapshot on disk") {
   CHECK(arena.holds(3));
 }
 
-TEST_CASE("the thread-pool path saves and loads the same snapshot") {
+TEST_CASE("the thread-pool path saves and loads the same snapshot" * doctest::skip(!test::io_uring_available() || !test::disk_direct_io())) {
   TestArena arena("hp-spill-pool", {2 * kMiB + 4 * kKiB, 2 * kMiB});
-  test::TempDir disk("/var/tmp");
+  test::TempDir disk(test::kDiskDir);
   arena.fill(5);
   SnapshotOptions options = arena.snapshot_options();
   options.io.io = SpillIo::kThreads;
@@ -166,7 +167,7 @@ TEST_CASE("the thread-pool path saves and loads the same snapshot") {
 
 TEST_CASE("a corrupted chunk is named by rank and chunk, zero-filled, and the rest is loaded") {
   TestArena arena("hp-spill-corrupt", {2 * kMiB, 2 * kMiB});
-  test::TempDir disk("/var/tmp");
+  test::TempDir disk(test::kDiskDir);
   arena.fill(7);
   SnapshotOptions options = arena.snapshot_options();
   save_snapshot(real_os(), "hp-spill-corrupt", disk.path(), options);
@@ -198,7 +199,7 @@ TEST_CASE("a corrupted chunk is named by rank and chunk, zero-filled, and the re
 
 TEST_CASE("a snapshot that does not fit the arena is refused naming the field, changing nothing") {
   TestArena arena("hp-spill-shape", {2 * kMiB, 2 * kMiB});
-  test::TempDir disk("/var/tmp");
+  test::TempDir disk(test::kDiskDir);
   arena.fill(9);
   SnapshotOptions options = arena.snapshot_options();
   options.plan = "{\"tp\":2}";
@@ -249,7 +250,7 @@ TEST_CASE("a snapshot that does not fit the arena is refused naming the field, c
 
 TEST_CASE("a save or load is refused while another save holds the directory") {
   TestArena arena("hp-spill-locked", {kMiB});
-  test::TempDir disk("/var/tmp");
+  test::TempDir disk(test::kDiskDir);
   save_snapshot(real_os(), "hp-spill-locked", disk.path(), arena.snapshot_options());
   int fd = ::open((disk.path() + "/.lock").c_str(), O_RDWR);
   REQUIRE(fd >= 0);
@@ -265,7 +266,7 @@ TEST_CASE("a save or load is refused while another save holds the directory") {
 
 TEST_CASE("a save killed at any step leaves the previous snapshot whole; the next save cleans up") {
   TestArena arena("hp-spill-crash", {kMiB + 4 * kKiB, kMiB});
-  test::TempDir disk("/var/tmp");
+  test::TempDir disk(test::kDiskDir);
   const std::string dir = disk.path();
   const std::vector<std::string> steps{"progress-1", "progress-2", "data-written", "data-renamed",
                                        "manifest-written", "committed", "cleaned"};
@@ -299,7 +300,7 @@ TEST_CASE("a save killed at any step leaves the previous snapshot whole; the nex
 
 TEST_CASE("saves killed at random times leave one whole snapshot, old or new (fixed seed)") {
   TestArena arena("hp-spill-random", {24 * kMiB, 24 * kMiB});
-  test::TempDir disk("/var/tmp");
+  test::TempDir disk(test::kDiskDir);
   const std::string dir = disk.path();
   arena.fill(30);
   auto start = std::chrono::steady_clock::now();

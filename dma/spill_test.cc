@@ -23,6 +23,7 @@
 #include "base/error.h"
 #include "base/pattern.h"
 #include "base/size.h"
+#include "dma/test_disk.h"
 #include "hugemem/arena.h"
 #include "tests/support/fault_os.h"
 #include "tests/support/temp_dir.h"
@@ -36,7 +37,7 @@ constexpr uint64_t kChunk = 256 * kKiB;
 // the real disk for the spill file.
 struct Fixture {
   test::TempDir shm{"/dev/shm"};
-  test::TempDir disk{"/var/tmp"};
+  test::TempDir disk{test::kDiskDir};
   ArenaOptions arena;
   MappedRegion region;
   std::string path = disk.path() + "/rank-0.spill";
@@ -118,19 +119,19 @@ bool refuse_io_uring_by_seccomp() {
 
 }  // namespace
 
-TEST_CASE("io_uring + O_DIRECT + fixed buffers: random chunks round-trip") {
+TEST_CASE("io_uring + O_DIRECT + fixed buffers: random chunks round-trip" * doctest::skip(!test::io_uring_available() || !test::disk_direct_io())) {
   Fixture fixture;
   SpillFile file = SpillFile::open(real_os(), fixture.path, fixture.memory(), options_for(SpillIo::kUring));
   CHECK(file.backend().uring);
   CHECK(file.backend().direct);
   CHECK(file.backend().fallback.empty());
-  CHECK(contains(file.backend().description, "fixed buffers"));
+  if (test::can_lock_memory(fixture.region.size())) CHECK(contains(file.backend().description, "fixed buffers"));
   CHECK(file.chunk_count() == 41);
   CHECK(file.chunk_size(40) == 3 * 4096);  // the short last chunk
   round_trip(file, fixture.memory(), 1);
 }
 
-TEST_CASE("the thread pool, forced by option or by HUGEPIN_SPILL_IO, round-trips too") {
+TEST_CASE("the thread pool, forced by option or by HUGEPIN_SPILL_IO, round-trips too" * doctest::skip(!test::disk_direct_io())) {
   Fixture fixture;
   {
     SpillFile file = SpillFile::open(real_os(), fixture.path, fixture.memory(), options_for(SpillIo::kThreads));
@@ -161,7 +162,7 @@ TEST_CASE("a file system without O_DIRECT falls back to a buffered thread pool, 
                        doctest::Contains("requires it"), Error);
 }
 
-TEST_CASE("io_uring refused by a seccomp filter: the thread pool takes over; uring required fails with EPERM") {
+TEST_CASE("io_uring refused by a seccomp filter: the thread pool takes over; uring required fails with EPERM" * doctest::skip(!test::io_uring_available() || !test::disk_direct_io())) {
   Fixture fixture;
   pid_t child = fork();
   REQUIRE(child >= 0);
@@ -196,7 +197,7 @@ TEST_CASE("io_uring refused by a seccomp filter: the thread pool takes over; uri
 
 TEST_CASE("a job's callback runs once, with its chunks, before wait() returns") {
   Fixture fixture;
-  SpillFile file = SpillFile::open(real_os(), fixture.path, fixture.memory(), options_for(SpillIo::kUring));
+  SpillFile file = SpillFile::open(real_os(), fixture.path, fixture.memory(), options_for(SpillIo::kAuto));
   fill_pattern(fixture.region.data(), fixture.region.size(), 7);
   std::atomic<int> calls{0};
   std::vector<uint64_t> seen;
@@ -221,7 +222,7 @@ TEST_CASE("a job's callback runs once, with its chunks, before wait() returns") 
   CHECK(file.restore({}).wait().ok());  // an empty job completes at once
 }
 
-TEST_CASE("bad chunks, sizes and files are refused naming the value") {
+TEST_CASE("bad chunks, sizes and files are refused naming the value" * doctest::skip(!test::disk_direct_io())) {
   Fixture fixture;
   SpillFile file = SpillFile::open(real_os(), fixture.path, fixture.memory(), options_for(SpillIo::kAuto));
   CHECK_THROWS_WITH_AS(file.spill({1, 41}), doctest::Contains("chunk 41 is out of range"), Error);
