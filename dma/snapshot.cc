@@ -10,7 +10,6 @@
 #include <chrono>
 #include <cstring>
 #include <ctime>
-#include <map>
 
 #include "base/error.h"
 #include "base/log.h"

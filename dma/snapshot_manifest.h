@@ -9,6 +9,8 @@
 //
 // layout_version 1: a region's data file holds its bytes at the same offsets, chunk i at
 // i * chunk_bytes. `plan` is the arena's plan text when one is known (null otherwise).
+//
+// Thread-safety: pure functions.
 #pragma once
 
 #include <cstdint>

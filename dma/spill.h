@@ -145,6 +145,7 @@ class SpillFile {
 
   // Writes `chunks` of the region to the file. Throws Error (queueing nothing) when a chunk is
   // out of range or given twice, or the file was opened kExisting.
+  // REQUIRES (here and below): this file came from open() and was not moved from.
   SpillCompletion spill(std::vector<uint64_t> chunks, SpillCallback on_done = {});
   // Reads `chunks` of the file into the region. Throws as spill() does.
   SpillCompletion restore(std::vector<uint64_t> chunks, SpillCallback on_done = {});
