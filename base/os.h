@@ -45,6 +45,23 @@ class Os {
   virtual int rmdir(const std::string& path) = 0;
   // Real directory listing (not under the system root), for data directories.
   virtual int list_data_dir(const std::string& path, std::vector<std::string>* names) = 0;
+  // Data file contents and durability (the disk tier). pread/pwrite return the bytes moved,
+  // which may be fewer than asked (callers continue from there).
+  virtual ssize_t pread(int fd, void* data, size_t bytes, uint64_t offset) = 0;
+  virtual ssize_t pwrite(int fd, const void* data, size_t bytes, uint64_t offset) = 0;
+  virtual int fsync(int fd) = 0;
+  virtual int fdatasync(int fd) = 0;
+  // Allocates [offset, offset + length) on disk (fallocate(2), mode 0): -ENOSPC now rather
+  // than in the middle of a write; -EOPNOTSUPP where the file system cannot.
+  virtual int fallocate(int fd, uint64_t offset, uint64_t length) = 0;
+  // posix_fadvise(2): POSIX_FADV_DONTNEED drops the file's clean cached pages.
+  virtual int fadvise(int fd, uint64_t offset, uint64_t length, int advice) = 0;
+  // statx(2) of an open descriptor; `mask` as for statx (STATX_DIOALIGN: direct I/O alignment).
+  virtual int fstatx(int fd, unsigned mask, struct statx* out) = 0;
+  // rename(2): atomic replacement of `to` within one file system.
+  virtual int rename(const std::string& from, const std::string& to) = 0;
+  // flock(2): advisory whole-file lock, released when the descriptor closes or the process dies.
+  virtual int flock(int fd, int operation) = 0;
   virtual int mount(const std::string& source, const std::string& target,
                     const std::string& fstype, unsigned long flags, const std::string& data) = 0;
   virtual int umount(const std::string& target) = 0;

@@ -5,10 +5,12 @@
 #include <pthread.h>
 #include <sched.h>
 #include <sys/mman.h>
+#include <sys/file.h>
 #include <sys/mount.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <charconv>
 
 #include "base/error.h"
@@ -96,6 +98,30 @@ class PosixOs final : public Os {
   int list_data_dir(const std::string& path, std::vector<std::string>* names) override {
     return list_directory(path, names);
   }
+  ssize_t pread(int fd, void* data, size_t bytes, uint64_t offset) override {
+    ssize_t n = ::pread(fd, data, bytes, static_cast<off_t>(offset));
+    return n < 0 ? -errno : n;
+  }
+  ssize_t pwrite(int fd, const void* data, size_t bytes, uint64_t offset) override {
+    ssize_t n = ::pwrite(fd, data, bytes, static_cast<off_t>(offset));
+    return n < 0 ? -errno : n;
+  }
+  int fsync(int fd) override { return result_or_errno(::fsync(fd)); }
+  int fdatasync(int fd) override { return result_or_errno(::fdatasync(fd)); }
+  int fallocate(int fd, uint64_t offset, uint64_t length) override {
+    return result_or_errno(::fallocate(fd, 0, static_cast<off_t>(offset), static_cast<off_t>(length)));
+  }
+  int fadvise(int fd, uint64_t offset, uint64_t length, int advice) override {
+    // posix_fadvise returns the error number itself and leaves errno alone.
+    return -::posix_fadvise(fd, static_cast<off_t>(offset), static_cast<off_t>(length), advice);
+  }
+  int fstatx(int fd, unsigned mask, struct statx* out) override {
+    return result_or_errno(::statx(fd, "", AT_EMPTY_PATH, mask, out));
+  }
+  int rename(const std::string& from, const std::string& to) override {
+    return result_or_errno(::rename(from.c_str(), to.c_str()));
+  }
+  int flock(int fd, int operation) override { return result_or_errno(::flock(fd, operation)); }
   int mount(const std::string& source, const std::string& target, const std::string& fstype,
             unsigned long flags, const std::string& data) override {
     return result_or_errno(

@@ -12,6 +12,7 @@
 #include "bench/host_pin_bench.h"
 #include "cli/command.h"
 #include "cli/gpu_bench_commands.h"
+#include "cli/spill_bench_command.h"
 
 namespace hugepin::cli {
 namespace {
@@ -201,6 +202,7 @@ void add_bench_commands(CLI::App& app, Context& context) {
   fence->callback([&context, fence_args] { context.action = [fence_args] { return run_fence(*fence_args); }; });
 
   add_gpu_bench_commands(*bench, context);
+  add_spill_bench_command(*bench, context);
 }
 
 }  // namespace hugepin::cli

@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
 
   cli::add_pool_commands(app, context);
   cli::add_arena_commands(app, context);
+  cli::add_snapshot_commands(app, context);
   cli::add_demo_command(app, context);
   cli::add_bench_commands(app, context);
 

@@ -32,6 +32,21 @@ class ForwardingOs : public Os {
   int list_data_dir(const std::string& path, std::vector<std::string>* names) override {
     return target_.list_data_dir(path, names);
   }
+  ssize_t pread(int fd, void* data, size_t bytes, uint64_t offset) override {
+    return target_.pread(fd, data, bytes, offset);
+  }
+  ssize_t pwrite(int fd, const void* data, size_t bytes, uint64_t offset) override {
+    return target_.pwrite(fd, data, bytes, offset);
+  }
+  int fsync(int fd) override { return target_.fsync(fd); }
+  int fdatasync(int fd) override { return target_.fdatasync(fd); }
+  int fallocate(int fd, uint64_t offset, uint64_t length) override { return target_.fallocate(fd, offset, length); }
+  int fadvise(int fd, uint64_t offset, uint64_t length, int advice) override {
+    return target_.fadvise(fd, offset, length, advice);
+  }
+  int fstatx(int fd, unsigned mask, struct statx* out) override { return target_.fstatx(fd, mask, out); }
+  int rename(const std::string& from, const std::string& to) override { return target_.rename(from, to); }
+  int flock(int fd, int operation) override { return target_.flock(fd, operation); }
   int mount(const std::string& source, const std::string& target, const std::string& fstype, unsigned long flags,
             const std::string& data) override {
     return target_.mount(source, target, fstype, flags, data);
@@ -93,6 +108,20 @@ class FaultInjectionOs : public ForwardingOs {
   int write_file(const std::string& path, std::string_view contents) override {
     return inject("write_file", [&] { return target_.write_file(path, contents); });
   }
+  ssize_t pread(int fd, void* data, size_t bytes, uint64_t offset) override {
+    return inject("pread", [&] { return target_.pread(fd, data, bytes, offset); });
+  }
+  ssize_t pwrite(int fd, const void* data, size_t bytes, uint64_t offset) override {
+    return inject("pwrite", [&] { return target_.pwrite(fd, data, bytes, offset); });
+  }
+  int fsync(int fd) override { return inject("fsync", [&] { return target_.fsync(fd); }); }
+  int fdatasync(int fd) override { return inject("fdatasync", [&] { return target_.fdatasync(fd); }); }
+  int fallocate(int fd, uint64_t offset, uint64_t length) override {
+    return inject("fallocate", [&] { return target_.fallocate(fd, offset, length); });
+  }
+  int rename(const std::string& from, const std::string& to) override {
+    return inject("rename", [&] { return target_.rename(from, to); });
+  }
 
  private:
   struct Fault {
@@ -101,7 +130,7 @@ class FaultInjectionOs : public ForwardingOs {
   };
 
   template <typename Call>
-  int inject(const std::string& op, Call call) {
+  auto inject(const std::string& op, Call call) -> decltype(call()) {
     {
       std::lock_guard lock(mutex_);
       ++calls_[op];
