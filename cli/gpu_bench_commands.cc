@@ -23,18 +23,18 @@ namespace {
                                : "this benchmark needs an NVIDIA GPU and a build with CUDA (none found)");
 }
 
-std::function<void(const std::string&)> progress_line() {
+[[maybe_unused]] std::function<void(const std::string&)> progress_line() {
   const bool tty = isatty(STDERR_FILENO) != 0;
   return [tty](const std::string& line) {
     if (tty) std::cerr << "\r\033[K  " << line << std::flush;
   };
 }
 
-void end_progress() {
+[[maybe_unused]] void end_progress() {
   if (isatty(STDERR_FILENO) != 0) std::cerr << "\r\033[K";
 }
 
-std::vector<uint64_t> size_list(const std::vector<std::string>& texts) {
+[[maybe_unused]] std::vector<uint64_t> size_list(const std::vector<std::string>& texts) {
   std::vector<uint64_t> sizes;
   for (const std::string& text : texts) sizes.push_back(size_value(text));
   return sizes;
@@ -188,7 +188,7 @@ void add_gpu_bench_commands(CLI::App& bench, Context& context) {
   copy->add_option("--dir", copy_args->dir, "hugetlbfs mount to use");
   copy->add_flag("--json", copy_args->json, "Print JSON");
   copy->callback([&context, copy_args] {
-    context.action = [copy_args] {
+    context.action = [copy_args]() -> int {
 #if HUGEPIN_HAVE_CUDA
       bench::GpuCopyOptions options;
       options.block_sizes = size_list(copy_args->blocks);
@@ -226,7 +226,7 @@ void add_gpu_bench_commands(CLI::App& bench, Context& context) {
   overlap->add_option("--pagesize", overlap_args->page_size, "Host region page size")->check(page_size_validator(true));
   overlap->add_flag("--json", overlap_args->json, "Print JSON");
   overlap->callback([&context, overlap_args] {
-    context.action = [overlap_args] {
+    context.action = [overlap_args]() -> int {
 #if HUGEPIN_HAVE_CUDA
       bench::OverlapOptions options;
       options.block_bytes = size_value(overlap_args->block);
