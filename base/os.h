@@ -45,6 +45,10 @@ class Os {
   virtual int rmdir(const std::string& path) = 0;
   // Real directory listing (not under the system root), for data directories.
   virtual int list_data_dir(const std::string& path, std::vector<std::string>* names) = 0;
+  // Reads a whole data file at its real path (not under the system root).
+  virtual int read_data_file(const std::string& path, std::string* contents) = 0;
+  // flock(2): an advisory lock on the open file description of `fd`.
+  virtual int flock(int fd, int operation) = 0;
   virtual int mount(const std::string& source, const std::string& target,
                     const std::string& fstype, unsigned long flags, const std::string& data) = 0;
   virtual int umount(const std::string& target) = 0;

@@ -32,6 +32,10 @@ class ForwardingOs : public Os {
   int list_data_dir(const std::string& path, std::vector<std::string>* names) override {
     return target_.list_data_dir(path, names);
   }
+  int read_data_file(const std::string& path, std::string* contents) override {
+    return target_.read_data_file(path, contents);
+  }
+  int flock(int fd, int operation) override { return target_.flock(fd, operation); }
   int mount(const std::string& source, const std::string& target, const std::string& fstype, unsigned long flags,
             const std::string& data) override {
     return target_.mount(source, target, fstype, flags, data);
