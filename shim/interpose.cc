@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <exception>
 #include <mutex>
+#include <new>
 
 #include "base/error.h"
 #include "base/log.h"
@@ -116,14 +117,26 @@ class DriverPinApi final : public PinApi {
   int not_registered_code() const override { return cuda::kDriverErrorHostMemoryNotRegistered; }
 };
 
-// Never destroyed: an application may free pinned memory from its own exit handlers.
+// Holds a T that is never destroyed (leveldb's NoDestructor): an application may free pinned
+// memory from its own exit handlers, after this library's destructors ran. Constructing one
+// allocates nothing, so the entry points cannot throw getting at it.
+template <typename T>
+class NoDestructor {
+ public:
+  NoDestructor() { new (storage_) T(); }
+  T& get() { return *std::launder(reinterpret_cast<T*>(storage_)); }
+
+ private:
+  alignas(T) unsigned char storage_[sizeof(T)];
+};
+
 PinApi& runtime_api() {
-  static PinApi* api = new RuntimePinApi();
-  return *api;
+  static NoDestructor<RuntimePinApi> api;
+  return api.get();
 }
 PinApi& driver_api() {
-  static PinApi* api = new DriverPinApi();
-  return *api;
+  static NoDestructor<DriverPinApi> api;
+  return api.get();
 }
 
 // --- the shim, set up at the first call ---

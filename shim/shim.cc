@@ -19,7 +19,8 @@ Shim::Shim(Os& os, ShimConfig config) : os_(os), config_(std::move(config)), pid
 void* Shim::serve(const char* entry, uint64_t bytes, uint32_t flags, PinApi& api) {
   try {
     if (bytes > kMaxRequest) {
-      throw Fallback("too-large", cat(bytes, " bytes is more than the ", format_bytes(kMaxRequest), " the shim serves"));
+      throw Fallback("too-large", cat(bytes, " bytes is more than the ", format_bytes(kMaxRequest),
+                                      " the shim registers at once (drivers refuse one registration of 512 GiB)"));
     }
     const int node = gpu_node(api);
     Backing backing = take_backing(bytes, node);

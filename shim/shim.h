@@ -40,8 +40,10 @@ namespace hugepin {
 class Shim {
  public:
   static constexpr size_t kFreedMemory = 4096;
-  // Larger requests go to CUDA: far above any host, far below overflow.
-  static constexpr uint64_t kMaxRequest = uint64_t{1} << 44;
+  // Larger requests go to CUDA: one registration of 512 GiB or more fails on current drivers
+  // (DESIGN.md), and registering in chunks would make copies across chunk edges fail. Rounded up
+  // to a 1 GiB page, a request of this size is still one page short of that.
+  static constexpr uint64_t kMaxRequest = uint64_t{511} << 30;
 
   // `os` reads the pool, mounts and PCI devices (rooted at config.sysroot); the allocation table
   // is always written through the real kernel.
