@@ -159,6 +159,7 @@ void start_shim() {
     log::info("HUGEPIN_DISABLE is set: every call goes to CUDA unchanged");
     return;
   }
+  // A rooted Os lives as long as the shim: for the whole process.
   Os& os = config.sysroot == "/" || config.sysroot.empty() ? real_os() : *make_rooted_os(config.sysroot).release();
   log::info(cat("serving pinned requests of ", format_bytes(config.min_bytes), " and more from ",
                 config.arena.empty() ? std::string("private hugepage mappings")

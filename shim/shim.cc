@@ -250,6 +250,7 @@ void Shim::start_afresh_if_forked() {
   // the parent.
   forked_ = false;
   pid_ = getpid();
+  log::set_program(cat("hugepin-shim[", pid_, "]"));
   live_.clear();
   freed_.clear();
   freed_order_.clear();

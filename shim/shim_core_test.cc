@@ -5,7 +5,10 @@
 #include <doctest/doctest.h>
 
 #include <map>
+#include <mutex>
+#include <random>
 #include <set>
+#include <thread>
 
 #include "base/error.h"
 #include "base/size.h"
@@ -16,19 +19,28 @@
 namespace hugepin {
 namespace {
 
-// Registrations as a set; fails the registration numbers a test chooses.
+// Registrations as a set; fails the registration numbers a test chooses. Thread-safe.
 class FakePin final : public PinApi {
  public:
   shim_table::Api kind() const override { return shim_table::Api::kRuntime; }
   int register_memory(void* address, uint64_t bytes) override {
+    std::lock_guard lock(mutex);
     if (fail_next_registers > 0) {
       --fail_next_registers;
       return 2;
     }
+    for (const auto& [start, size] : registered) {
+      auto* a = static_cast<char*>(address);
+      auto* b = static_cast<char*>(start);
+      if (a < b + size && b < a + bytes) return 712;  // overlap: the shim handed out bytes twice
+    }
     registered[address] = bytes;
     return 0;
   }
-  int unregister_memory(void* address) override { return registered.erase(address) == 1 ? 0 : 713; }
+  int unregister_memory(void* address) override {
+    std::lock_guard lock(mutex);
+    return registered.erase(address) == 1 ? 0 : 713;
+  }
   int current_gpu(std::string* pci_address) override {
     if (gpu_error != 0) return gpu_error;
     *pci_address = gpu;
@@ -38,6 +50,7 @@ class FakePin final : public PinApi {
   void clear_error() override { ++cleared; }
   int not_registered_code() const override { return 713; }
 
+  std::mutex mutex;
   std::map<void*, uint64_t> registered;
   int fail_next_registers = 0;
   int gpu_error = 0;
@@ -175,6 +188,39 @@ TEST_CASE("requests too large for any host fall through") {
   Shim shim(*f.tree, f.config("kv"));
   CHECK(shim.serve("cudaHostAlloc", Shim::kMaxRequest + 1, 0, f.pin) == nullptr);
   CHECK(shim.serve("cudaHostAlloc", UINT64_MAX, 0, f.pin) == nullptr);
+}
+
+TEST_CASE("threads serving and freeing at once never share bytes, and everything comes back") {
+  Fixture f;
+  f.make_arena("kv", 64 * kMiB);
+  Shim shim(*f.tree, f.config("kv"));
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937 random(99 + t);
+      std::vector<std::pair<unsigned char*, uint64_t>> mine;
+      for (int i = 0; i < 200; ++i) {
+        if (!mine.empty() && random() % 2 == 0) {
+          auto [memory, bytes] = mine.back();
+          mine.pop_back();
+          for (uint64_t at = 0; at < bytes; at += 4096) CHECK(memory[at] == static_cast<unsigned char>(t));
+          CHECK(shim.release(memory).freed == Shim::Freed::kReleased);
+          continue;
+        }
+        uint64_t bytes = kMiB + random() % (3 * kMiB);
+        auto* memory = static_cast<unsigned char*>(shim.serve("cudaHostAlloc", bytes, 0, f.pin));
+        if (memory == nullptr) continue;  // the region is full for now
+        for (uint64_t at = 0; at < bytes; at += 4096) memory[at] = static_cast<unsigned char>(t);
+        mine.emplace_back(memory, bytes);
+      }
+      for (auto [memory, bytes] : mine) CHECK(shim.release(memory).freed == Shim::Freed::kReleased);
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  CHECK(shim.live_allocations() == 0);
+  CHECK(f.pin.registered.empty());
+  CHECK(f.table().empty());
+  CHECK(shim.serve("cudaHostAlloc", 64 * kMiB, 0, f.pin) != nullptr);  // every extent came back
 }
 
 }  // namespace hugepin

@@ -19,7 +19,7 @@ using shim_table::Record;
 std::string fixed_string(const char* field, size_t size) { return std::string(field, strnlen(field, size)); }
 
 std::string check_header(const Header& header, size_t file_size) {
-  if (std::memcmp(header.magic, shim_table::kMagic, sizeof header.magic) != 0) {
+  if (std::memcmp(&header.magic, shim_table::kMagic, sizeof shim_table::kMagic) != 0) {
     return "not a hugepin shim table (bad magic)";
   }
   if (header.version != shim_table::kVersion) {

@@ -31,7 +31,7 @@ enum class Backing : uint32_t { kPrivate = 1, kArena = 2 };
 enum class Api : uint32_t { kRuntime = 1, kDriver = 2 };
 
 struct Header {
-  char magic[8];
+  std::atomic<uint64_t> magic;  // the bytes of kMagic, stored last (release) once the rest is written
   uint32_t version;
   uint32_t header_size;  // sizeof(Header)
   uint32_t record_size;  // sizeof(Record)
@@ -65,7 +65,7 @@ struct alignas(64) Record {
 
 static_assert(sizeof(Header) == 128);
 static_assert(sizeof(Record) == 192);
-static_assert(std::atomic<uint32_t>::is_always_lock_free);
+static_assert(std::atomic<uint32_t>::is_always_lock_free && std::atomic<uint64_t>::is_always_lock_free);
 
 inline constexpr uint64_t kFileBytes = sizeof(Header) + uint64_t{kCapacity} * sizeof(Record);
 

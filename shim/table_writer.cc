@@ -82,8 +82,9 @@ std::unique_ptr<TableWriter> TableWriter::create(Os& os, const std::string& dir)
   if (os.read_file("/proc/self/comm", &comm) == 0 && !comm.empty() && comm.back() == '\n') comm.pop_back();
   copy_fixed(header->program, sizeof header->program, comm);
   // The magic goes last: a reader that sees it sees a whole header.
-  std::atomic_thread_fence(std::memory_order_release);
-  std::memcpy(header->magic, shim_table::kMagic, sizeof header->magic);
+  uint64_t magic = 0;
+  std::memcpy(&magic, shim_table::kMagic, sizeof magic);
+  header->magic.store(magic, std::memory_order_release);
 
   std::memcpy(g_exit_path, path.c_str(), path.size() + 1);
   if (g_exit_pid == 0) std::atexit(unlink_at_exit);
@@ -105,9 +106,9 @@ int TableWriter::publish(const TableEntry& entry) {
     uint32_t slot = (next_slot_ + tried) % shim_table::kCapacity;
     Record& r = record(slot);
     if (r.live != 0) continue;
-    uint32_t sequence = r.sequence.load(std::memory_order_relaxed);
-    r.sequence.store(sequence + 1, std::memory_order_relaxed);
-    std::atomic_thread_fence(std::memory_order_release);  // the odd sequence is seen before any field changes
+    // Odd now; acquire keeps the field stores below after it, so a reader never sees a changed
+    // field with the old even sequence.
+    uint32_t sequence = r.sequence.fetch_add(1, std::memory_order_acq_rel);
     r.address = entry.address;
     r.bytes_asked = entry.bytes_asked;
     r.bytes_given = entry.bytes_given;
@@ -129,9 +130,7 @@ int TableWriter::publish(const TableEntry& entry) {
 
 void TableWriter::retract(int slot) {
   Record& r = record(static_cast<uint32_t>(slot));
-  uint32_t sequence = r.sequence.load(std::memory_order_relaxed);
-  r.sequence.store(sequence + 1, std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_release);
+  uint32_t sequence = r.sequence.fetch_add(1, std::memory_order_acq_rel);
   r.live = 0;
   r.sequence.store(sequence + 2, std::memory_order_release);
 }
