@@ -90,6 +90,24 @@ TEST_CASE("a full table refuses more allocations") {
   CHECK(read_shim_table(real_os(), writer->path()).allocations.size() == shim_table::kCapacity);
 }
 
+TEST_CASE("creating a table removes the tables this user's dead processes left") {
+  test::TempDir dir("/dev/shm");
+  std::string stale;
+  {
+    std::unique_ptr<TableWriter> first = TableWriter::create(real_os(), dir.path());
+    stale = read_file(first->path());
+  }
+  int32_t gone = 999999998;
+  std::memcpy(stale.data() + 24, &gone, sizeof gone);
+  write_file(dir.path() + "/hugepin.shim.999999998", stale);
+  write_file(dir.path() + "/hugepin.shim.999999997", "not a table: kept, it may be one being written");
+  std::unique_ptr<TableWriter> writer = TableWriter::create(real_os(), dir.path());
+  std::vector<ShimTable> tables = list_shim_tables(real_os(), dir.path());
+  REQUIRE(tables.size() == 2);
+  CHECK(tables[0].pid == getpid());
+  CHECK(tables[1].pid == 999999997);
+}
+
 TEST_CASE("a table left by this pid before is replaced") {
   test::TempDir dir("/dev/shm");
   write_file(own_table(dir), "left by a dead process with our pid");

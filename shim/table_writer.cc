@@ -89,6 +89,8 @@ std::unique_ptr<TableWriter> TableWriter::create(Os& os, const std::string& dir)
   std::memcpy(g_exit_path, path.c_str(), path.size() + 1);
   if (g_exit_pid == 0) std::atexit(unlink_at_exit);
   g_exit_pid = pid;
+  // Tables of this user's processes that died without their exit handler (a crash, SIGKILL).
+  remove_stale_shim_tables(os, dir, getuid());
   return std::unique_ptr<TableWriter>(new TableWriter(os, std::move(path), pid, data));
 }
 

@@ -34,8 +34,8 @@ struct TableEntry {
 class TableWriter {
  public:
   // Creates the table of this process in `dir` (mode 0600; a leftover file of a dead process
-  // that had the same pid is replaced) and arranges for it to be unlinked at exit. Throws Error
-  // naming the file when it cannot.
+  // that had the same pid is replaced), arranges for it to be unlinked at exit, and removes the
+  // tables this user's dead processes left in `dir`. Throws Error naming the file when it cannot.
   static std::unique_ptr<TableWriter> create(Os& os, const std::string& dir);
   ~TableWriter();  // unmaps; the file stays until exit
   TableWriter(const TableWriter&) = delete;
