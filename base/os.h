@@ -60,7 +60,9 @@ class Os {
   virtual int fstatx(int fd, unsigned mask, struct statx* out) = 0;
   // rename(2): atomic replacement of `to` within one file system.
   virtual int rename(const std::string& from, const std::string& to) = 0;
-  // flock(2): advisory whole-file lock, released when the descriptor closes or the process dies.
+  // Reads a whole data file at its real path (not under the system root).
+  virtual int read_data_file(const std::string& path, std::string* contents) = 0;
+  // flock(2): an advisory lock on the open file description of `fd`.
   virtual int flock(int fd, int operation) = 0;
   virtual int mount(const std::string& source, const std::string& target,
                     const std::string& fstype, unsigned long flags, const std::string& data) = 0;

@@ -4,9 +4,11 @@
 #include <numaif.h>
 #include <pthread.h>
 #include <sched.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/file.h>
 #include <sys/mount.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -35,6 +37,26 @@ int list_directory(const std::string& path, std::vector<std::string>* names) {
   return error != 0 ? -error : 0;
 }
 
+int read_whole_file(const std::string& path, std::string* contents) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -errno;
+  contents->clear();
+  char buffer[4096];
+  for (;;) {
+    ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      int error = errno;
+      ::close(fd);
+      return -error;
+    }
+    if (n == 0) break;
+    contents->append(buffer, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return 0;
+}
+
 class PosixOs final : public Os {
  public:
   explicit PosixOs(std::string root) : root_(std::move(root)) {
@@ -42,23 +64,7 @@ class PosixOs final : public Os {
   }
 
   int read_file(const std::string& path, std::string* contents) override {
-    int fd = ::open(resolve(path).c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return -errno;
-    contents->clear();
-    char buffer[4096];
-    for (;;) {
-      ssize_t n = ::read(fd, buffer, sizeof buffer);
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        int error = errno;
-        ::close(fd);
-        return -error;
-      }
-      if (n == 0) break;
-      contents->append(buffer, static_cast<size_t>(n));
-    }
-    ::close(fd);
-    return 0;
+    return read_whole_file(resolve(path), contents);
   }
 
   int write_file(const std::string& path, std::string_view contents) override {
@@ -121,6 +127,9 @@ class PosixOs final : public Os {
   int rename(const std::string& from, const std::string& to) override {
     return result_or_errno(::rename(from.c_str(), to.c_str()));
   }
+  int read_data_file(const std::string& path, std::string* contents) override {
+    return read_whole_file(path, contents);
+  }
   int flock(int fd, int operation) override { return result_or_errno(::flock(fd, operation)); }
   int mount(const std::string& source, const std::string& target, const std::string& fstype,
             unsigned long flags, const std::string& data) override {
@@ -143,11 +152,13 @@ class PosixOs final : public Os {
   }
   int mbind(void* addr, size_t length, int mode, const unsigned long* nodemask,
             unsigned long maxnode, unsigned flags) override {
-    return result_or_errno(::mbind(addr, length, mode, nodemask, maxnode, flags));
+    // The system call itself, not libnuma's wrapper: the LD_PRELOAD shim must not depend on
+    // libnuma.so being installed.
+    return result_or_errno(::syscall(SYS_mbind, addr, length, mode, nodemask, maxnode, flags));
   }
   int query_page_nodes(size_t count, void* const* pages, int* nodes) override {
     // move_pages with nodes == NULL only reports where each page is; it moves nothing.
-    long result = ::move_pages(0, count, const_cast<void**>(pages), nullptr, nodes, 0);
+    long result = ::syscall(SYS_move_pages, 0, count, pages, nullptr, nodes, 0);
     return result < 0 ? -errno : 0;
   }
 

@@ -19,7 +19,7 @@ std::string tree(const std::string& name) { return hugepin::test::test_data_path
 TEST_CASE("--help exits 0 and lists the commands") {
   Run run = run_hugepin("--help");
   CHECK(run.status == 0);
-  for (const char* command : {"pool", "arena", "demo", "bench"}) CHECK(run.out.find(command) != std::string::npos);
+  for (const char* command : {"pool", "arena", "demo", "bench", "shim"}) CHECK(run.out.find(command) != std::string::npos);
   CHECK(run_hugepin("pool set --help").status == 0);
 }
 
@@ -83,4 +83,44 @@ TEST_CASE("bench fence runs both schedulers on the same stream and prints JSON")
   CHECK(run_hugepin("bench fence --ranks 0").status == 2);
   CHECK(run_hugepin("bench fence --ranks 2000").status == 2);
   CHECK(run_hugepin("bench fence --jobs 1024 --chunks-per-job 64").status == 2);
+}
+
+TEST_CASE("shim env lists every HUGEPIN_ option with its default, its value here and its meaning") {
+  Run table = hugepin::test::run_command("env -u HUGEPIN_ARENA HUGEPIN_MIN_BYTES=128M " + std::string(HUGEPIN_CLI_PATH) +
+                                         " shim env");
+  CHECK(table.status == 0);
+  CHECK(table.out.find("VARIABLE") == 0);
+  CHECK(table.out.find("HUGEPIN_MIN_BYTES      64M       128M") != std::string::npos);
+  CHECK(table.out.find("HUGEPIN_DISABLE") != std::string::npos);
+
+  Run json = hugepin::test::run_command("{ HUGEPIN_LOG=loud " + std::string(HUGEPIN_CLI_PATH) + " shim env --json 2>/dev/null; }");
+  REQUIRE(json.status == 0);
+  auto parsed = nlohmann::json::parse(json.out);
+  REQUIRE(parsed["options"].size() >= 9);
+  bool found = false;
+  for (const auto& option : parsed["options"]) {
+    CHECK(option["variable"].get<std::string>().rfind("HUGEPIN_", 0) == 0);
+    CHECK_FALSE(option["doc"].get<std::string>().empty());
+    if (option["variable"] == "HUGEPIN_LOG") {
+      found = true;
+      CHECK(option["value"] == "loud");
+      CHECK(option["valid"] == false);
+      CHECK(option["effective"] == "warn");
+      CHECK(option["choices"] == "quiet|warn|info");
+    }
+  }
+  CHECK(found);
+  // A bad value is reported in one line naming the variable and the value.
+  Run warned = hugepin::test::run_command("{ HUGEPIN_LOG=loud " + std::string(HUGEPIN_CLI_PATH) + " shim env >/dev/null; }");
+  CHECK(warned.out == "hugepin: warning: HUGEPIN_LOG='loud' is not one of quiet|warn|info: using the default warn\n");
+}
+
+TEST_CASE("shim list with no shim processes says so") {
+  hugepin::test::TempDir dir;
+  Run run = hugepin::test::run_command("HUGEPIN_SHM_DIR=" + dir.path() + " " + std::string(HUGEPIN_CLI_PATH) + " shim list");
+  CHECK(run.status == 0);
+  CHECK(run.out == "no processes run the shim (no tables in " + dir.path() + ")\n");
+  Run json = hugepin::test::run_command("HUGEPIN_SHM_DIR=" + dir.path() + " " + std::string(HUGEPIN_CLI_PATH) +
+                                        " shim list --json");
+  CHECK(nlohmann::json::parse(json.out)["processes"].empty());
 }

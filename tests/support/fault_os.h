@@ -46,6 +46,9 @@ class ForwardingOs : public Os {
   }
   int fstatx(int fd, unsigned mask, struct statx* out) override { return target_.fstatx(fd, mask, out); }
   int rename(const std::string& from, const std::string& to) override { return target_.rename(from, to); }
+  int read_data_file(const std::string& path, std::string* contents) override {
+    return target_.read_data_file(path, contents);
+  }
   int flock(int fd, int operation) override { return target_.flock(fd, operation); }
   int mount(const std::string& source, const std::string& target, const std::string& fstype, unsigned long flags,
             const std::string& data) override {

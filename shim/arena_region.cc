@@ -1,0 +1,70 @@
+#include "shim/arena_region.h"
+
+#include <sys/file.h>
+
+#include <cerrno>
+
+#include "base/size.h"
+#include "hugemem/arena.h"
+#include "hugemem/naming.h"
+#include "shim/fallback.h"
+
+namespace hugepin {
+
+std::unique_ptr<ArenaRegion> ArenaRegion::open(Os& os, const ShimConfig& config) {
+  const std::string where = cat("arena '", config.arena, "' rank ", config.rank);
+  if (!is_valid_arena_name(config.arena)) {
+    throw Fallback("arena-name", cat("HUGEPIN_ARENA='", config.arena, "' is not an arena name: use 1-64 letters, digits, "
+                                     "'.', '_' or '-', not starting with '.'"));
+  }
+  ArenaOptions options;
+  options.hugetlbfs_dir = config.hugetlbfs_dir;
+  options.shm_dir = config.shm_dir;
+  MappedRegion mapping;
+  try {
+    mapping = open_region(os, config.arena, config.rank, /*writable=*/true, options);
+  } catch (const Error& error) {
+    throw Fallback("arena-open", cat("cannot use ", where, " (rank from ", config.rank_source, "): ", error.what()));
+  }
+  if (int rc = os.flock(mapping.fd(), LOCK_EX | LOCK_NB); rc < 0) {
+    throw Fallback("arena-busy", rc == -EWOULDBLOCK
+                                     ? cat(where, " is in use by another process (", mapping.path(),
+                                           "): give each process its own rank with HUGEPIN_RANK")
+                                     : cat("cannot lock ", mapping.path(), ": ", errno_text(-rc)));
+  }
+  if (config.strict && mapping.page_size() <= 4 * kKiB) {
+    throw Fallback("arena-4k", cat("strict: ", where, " is on 4 KiB pages (", mapping.path(), ")"));
+  }
+  if (mapping.size() % mapping.page_size() != 0) {
+    throw Fallback("arena-size", cat(where, ": region file ", mapping.path(), " of ", mapping.size(),
+                                     " bytes is not a whole number of ", page_size_name(mapping.page_size()), " pages"));
+  }
+  return std::unique_ptr<ArenaRegion>(new ArenaRegion(config.arena, config.rank, std::move(mapping)));
+}
+
+ArenaRegion::ArenaRegion(std::string arena, uint32_t rank, MappedRegion mapping)
+    : arena_(std::move(arena)),
+      rank_(rank),
+      mapping_(std::move(mapping)),
+      allocator_(mapping_.size(), mapping_.page_size()) {}
+
+std::optional<void*> ArenaRegion::allocate(uint64_t bytes, uint64_t* given) {
+  std::optional<Extent> extent = allocator_.allocate(bytes);
+  if (!extent) return std::nullopt;
+  *given = extent->length;
+  return mapping_.data() + extent->offset;
+}
+
+bool ArenaRegion::release(void* address) {
+  auto* byte = static_cast<std::byte*>(address);
+  if (byte < mapping_.data() || byte >= mapping_.data() + mapping_.size()) return false;
+  return allocator_.release(static_cast<uint64_t>(byte - mapping_.data()));
+}
+
+std::string ArenaRegion::exhausted_message(uint64_t bytes) const {
+  return cat("arena '", arena_, "' rank ", rank_, " has no free piece of ", format_bytes(bytes), " (",
+             format_bytes(allocator_.free_bytes()), " of ", format_bytes(mapping_.size()), " free, the largest piece ",
+             format_bytes(allocator_.largest_free()), ")");
+}
+
+}  // namespace hugepin

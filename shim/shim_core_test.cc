@@ -1,0 +1,226 @@
+// The shim's policy in one process, with a stand-in for CUDA (no LD_PRELOAD): what is served, what
+// falls through, what is given back.
+#include "shim/shim.h"
+
+#include <doctest/doctest.h>
+
+#include <map>
+#include <mutex>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "base/error.h"
+#include "base/size.h"
+#include "hugemem/arena.h"
+#include "shim/shim_registry.h"
+#include "tests/support/temp_dir.h"
+
+namespace hugepin {
+namespace {
+
+// Registrations as a set; fails the registration numbers a test chooses. Thread-safe.
+class FakePin final : public PinApi {
+ public:
+  shim_table::Api kind() const override { return shim_table::Api::kRuntime; }
+  int register_memory(void* address, uint64_t bytes) override {
+    std::lock_guard lock(mutex);
+    if (fail_next_registers > 0) {
+      --fail_next_registers;
+      return 2;
+    }
+    for (const auto& [start, size] : registered) {
+      auto* a = static_cast<char*>(address);
+      auto* b = static_cast<char*>(start);
+      if (a < b + size && b < a + bytes) return 712;  // overlap: the shim handed out bytes twice
+    }
+    registered[address] = bytes;
+    return 0;
+  }
+  int unregister_memory(void* address) override {
+    std::lock_guard lock(mutex);
+    return registered.erase(address) == 1 ? 0 : 713;
+  }
+  int current_gpu(std::string* pci_address) override {
+    if (gpu_error != 0) return gpu_error;
+    *pci_address = gpu;
+    return 0;
+  }
+  std::string describe(const char* call, int code) override { return cat(call, " failed: fake error ", code); }
+  void clear_error() override { ++cleared; }
+  int not_registered_code() const override { return 713; }
+
+  std::mutex mutex;
+  std::map<void*, uint64_t> registered;
+  int fail_next_registers = 0;
+  int gpu_error = 0;
+  std::string gpu = "0000:00:02.0";  // no NUMA affinity in the recorded two-node tree
+  int cleared = 0;
+};
+
+struct Fixture {
+  test::TempDir shm{"/dev/shm"};
+  std::unique_ptr<Os> tree = make_rooted_os(test::test_data_path("sysfs/two-node"));
+  FakePin pin;
+
+  ShimConfig config(const std::string& arena) const {
+    ShimConfig config;
+    config.min_bytes = kMiB;
+    config.arena = arena;
+    config.shm_dir = shm.path();
+    config.rank_source = "test";
+    return config;
+  }
+  void make_arena(const std::string& name, uint64_t bytes) const {
+    ArenaOptions options;
+    options.page_size = 4096;
+    options.shm_dir = shm.path();
+    options.prefault_threads = 1;
+    create_arena(real_os(), name, {{0, bytes, -1}}, options);
+  }
+  std::vector<ShimAllocation> table() const {
+    return read_shim_table(real_os(), cat(shm.path(), "/hugepin.shim.", getpid())).allocations;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("an arena allocation is registered, tracked, listed and given back") {
+  Fixture f;
+  f.make_arena("kv", 16 * kMiB);
+  Shim shim(*f.tree, f.config("kv"));
+  void* memory = shim.serve("cudaHostAlloc", 3 * kMiB + 1, 2, f.pin);
+  REQUIRE(memory != nullptr);
+  CHECK(f.pin.registered.at(memory) == 3 * kMiB + 4096);
+  CHECK(shim.holds(static_cast<char*>(memory) + 3 * kMiB));
+  CHECK_FALSE(shim.holds(static_cast<char*>(memory) + 3 * kMiB + 4096));
+  CHECK(shim.flags_of(memory) == 2u);
+  REQUIRE(f.table().size() == 1);
+  CHECK(f.table()[0].bytes_asked == 3 * kMiB + 1);
+  CHECK(f.table()[0].arena == "kv");
+
+  Shim::ReleaseResult released = shim.release(memory);
+  CHECK(released.freed == Shim::Freed::kReleased);
+  CHECK(released.code == 0);
+  CHECK(f.pin.registered.empty());
+  CHECK(f.table().empty());
+  CHECK(shim.release(memory).freed == Shim::Freed::kFreedBefore);
+  int foreign = 0;
+  CHECK(shim.release(&foreign).freed == Shim::Freed::kNotOurs);
+  // The extent went back: the whole region can be had again.
+  void* whole = shim.serve("cudaHostAlloc", 16 * kMiB, 0, f.pin);
+  CHECK(whole == memory);
+  shim.note_cuda_allocation(memory);  // no longer a freed address...
+  CHECK(shim.release(whole).freed == Shim::Freed::kReleased);
+}
+
+TEST_CASE("an address CUDA hands out again is no longer a double free") {
+  Fixture f;
+  f.make_arena("kv", 8 * kMiB);
+  Shim shim(*f.tree, f.config("kv"));
+  void* memory = shim.serve("cudaHostAlloc", 2 * kMiB, 0, f.pin);
+  REQUIRE(memory != nullptr);
+  shim.release(memory);
+  shim.note_cuda_allocation(memory);
+  CHECK(shim.release(memory).freed == Shim::Freed::kNotOurs);
+}
+
+TEST_CASE("a refused registration gives the extent back and clears the error it left") {
+  Fixture f;
+  f.make_arena("kv", 4 * kMiB);
+  Shim shim(*f.tree, f.config("kv"));
+  f.pin.fail_next_registers = 1;
+  CHECK(shim.serve("cudaHostAlloc", 4 * kMiB, 0, f.pin) == nullptr);
+  CHECK(f.pin.cleared == 1);
+  CHECK(shim.live_allocations() == 0);
+  CHECK(shim.serve("cudaHostAlloc", 4 * kMiB, 0, f.pin) != nullptr);  // the whole region is still free
+}
+
+TEST_CASE("a missing arena, a full region and a missing GPU fall through or serve as documented") {
+  Fixture f;
+  {
+    Shim shim(*f.tree, f.config("absent"));
+    CHECK(shim.serve("cudaHostAlloc", 2 * kMiB, 0, f.pin) == nullptr);
+  }
+  f.make_arena("kv", 4 * kMiB);
+  Shim shim(*f.tree, f.config("kv"));
+  void* first = shim.serve("cudaHostAlloc", 3 * kMiB, 0, f.pin);
+  CHECK(first != nullptr);
+  CHECK(shim.serve("cudaHostAlloc", 2 * kMiB, 0, f.pin) == nullptr);
+  CHECK(f.pin.registered.size() == 1);
+  // No current GPU: served, unbound (not strict).
+  f.pin.gpu_error = 100;
+  void* second = shim.serve("cudaHostAlloc", kMiB, 0, f.pin);
+  CHECK(second != nullptr);
+  shim.release(first);
+  shim.release(second);
+
+  ShimConfig strict = f.config("kv");
+  strict.strict = true;
+  Shim strict_shim(*f.tree, strict);
+  CHECK(strict_shim.serve("cudaHostAlloc", kMiB, 0, f.pin) == nullptr);  // no GPU known
+}
+
+TEST_CASE("the GPU's node is looked up once per PCI address") {
+  Fixture f;
+  f.make_arena("kv", 8 * kMiB);
+  Shim shim(*f.tree, f.config("kv"));
+  f.pin.gpu = "0000:17:00.0";  // node 0 in the tree: where this machine's pages are
+  void* memory = shim.serve("cudaHostAlloc", 2 * kMiB, 0, f.pin);
+  REQUIRE(memory != nullptr);
+  CHECK(f.table()[0].node == 0);
+  shim.release(memory);
+}
+
+TEST_CASE("a private mapping with no hugetlbfs mount falls through and leaves nothing") {
+  Fixture f;
+  ShimConfig config = f.config("");
+  config.hugetlbfs_dir = f.shm.path();  // tmpfs, not hugetlbfs
+  Shim shim(*f.tree, config);
+  CHECK(shim.serve("cudaHostAlloc", 2 * kMiB, 0, f.pin) == nullptr);
+  CHECK(f.pin.registered.empty());
+  CHECK(f.table().empty());
+}
+
+TEST_CASE("requests too large for any host fall through") {
+  Fixture f;
+  f.make_arena("kv", 4 * kMiB);
+  Shim shim(*f.tree, f.config("kv"));
+  CHECK(shim.serve("cudaHostAlloc", Shim::kMaxRequest + 1, 0, f.pin) == nullptr);
+  CHECK(shim.serve("cudaHostAlloc", UINT64_MAX, 0, f.pin) == nullptr);
+}
+
+TEST_CASE("threads serving and freeing at once never share bytes, and everything comes back") {
+  Fixture f;
+  f.make_arena("kv", 64 * kMiB);
+  Shim shim(*f.tree, f.config("kv"));
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937 random(99 + t);
+      std::vector<std::pair<unsigned char*, uint64_t>> mine;
+      for (int i = 0; i < 200; ++i) {
+        if (!mine.empty() && random() % 2 == 0) {
+          auto [memory, bytes] = mine.back();
+          mine.pop_back();
+          for (uint64_t at = 0; at < bytes; at += 4096) CHECK(memory[at] == static_cast<unsigned char>(t));
+          CHECK(shim.release(memory).freed == Shim::Freed::kReleased);
+          continue;
+        }
+        uint64_t bytes = kMiB + random() % (3 * kMiB);
+        auto* memory = static_cast<unsigned char*>(shim.serve("cudaHostAlloc", bytes, 0, f.pin));
+        if (memory == nullptr) continue;  // the region is full for now
+        for (uint64_t at = 0; at < bytes; at += 4096) memory[at] = static_cast<unsigned char>(t);
+        mine.emplace_back(memory, bytes);
+      }
+      for (auto [memory, bytes] : mine) CHECK(shim.release(memory).freed == Shim::Freed::kReleased);
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  CHECK(shim.live_allocations() == 0);
+  CHECK(f.pin.registered.empty());
+  CHECK(f.table().empty());
+  CHECK(shim.serve("cudaHostAlloc", 64 * kMiB, 0, f.pin) != nullptr);  // every extent came back
+}
+
+}  // namespace hugepin

@@ -1,0 +1,190 @@
+#include "shim/shim_registry.h"
+
+#include <doctest/doctest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include <filesystem>
+#include <fstream>
+
+#include "base/error.h"
+#include "base/size.h"
+#include "shim/table_writer.h"
+#include "tests/support/temp_dir.h"
+
+namespace hugepin {
+namespace {
+
+std::string own_table(const test::TempDir& dir) { return cat(dir.path(), "/hugepin.shim.", getpid()); }
+
+void write_file(const std::string& path, const std::string& contents) {
+  std::ofstream(path, std::ios::binary) << contents;
+}
+
+std::string read_file(const std::string& path) {
+  std::string contents;
+  REQUIRE(real_os().read_data_file(path, &contents) == 0);
+  return contents;
+}
+
+}  // namespace
+
+TEST_CASE("allocations published by the writer are read back, and retracted ones disappear") {
+  test::TempDir dir("/dev/shm");
+  std::unique_ptr<TableWriter> writer = TableWriter::create(real_os(), dir.path());
+  CHECK(writer->path() == own_table(dir));
+  struct stat st {};
+  REQUIRE(stat(writer->path().c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0600);
+
+  TableEntry arena{0x7f0000000000, 3 * kMiB + 1, 4 * kMiB, 2 * kMiB, 1, shim_table::Backing::kArena, "kv", 3,
+                   shim_table::Api::kRuntime, 2};
+  TableEntry mine{0x7f1000000000, kGiB, kGiB, kGiB, -1, shim_table::Backing::kPrivate, "", 0, shim_table::Api::kDriver, 0};
+  int first = writer->publish(arena);
+  int second = writer->publish(mine);
+  CHECK(first != second);
+
+  ShimTable table = read_shim_table(real_os(), writer->path());
+  CHECK(table.problem.empty());
+  CHECK(table.pid == getpid());
+  CHECK(table.alive);
+  CHECK(table.uid == getuid());
+  CHECK(table.program == read_file("/proc/self/comm").substr(0, read_file("/proc/self/comm").size() - 1));
+  REQUIRE(table.allocations.size() == 2);
+  const ShimAllocation& a = table.allocations[0];
+  CHECK(a.address == 0x7f0000000000);
+  CHECK(a.bytes_asked == 3 * kMiB + 1);
+  CHECK(a.bytes_given == 4 * kMiB);
+  CHECK(a.page_size == 2 * kMiB);
+  CHECK(a.node == 1);
+  CHECK(a.backing == "arena");
+  CHECK(a.arena == "kv");
+  CHECK(a.rank == 3);
+  CHECK(a.api == "runtime");
+  CHECK(a.flags == 2);
+  CHECK(a.time_ns > 0);
+  CHECK(table.allocations[1].backing == "private");
+  CHECK(table.allocations[1].api == "driver");
+  CHECK(table.bytes_asked() == 3 * kMiB + 1 + kGiB);
+  CHECK(table.bytes_given() == 4 * kMiB + kGiB);
+
+  writer->retract(first);
+  table = read_shim_table(real_os(), writer->path());
+  REQUIRE(table.allocations.size() == 1);
+  CHECK(table.allocations[0].address == 0x7f1000000000);
+  // A freed slot is used again.
+  CHECK(writer->publish(arena) >= 0);
+  CHECK(read_shim_table(real_os(), writer->path()).allocations.size() == 2);
+}
+
+TEST_CASE("a full table refuses more allocations") {
+  test::TempDir dir("/dev/shm");
+  std::unique_ptr<TableWriter> writer = TableWriter::create(real_os(), dir.path());
+  TableEntry entry{1, 1, 4096, 4096, 0, shim_table::Backing::kPrivate, "", 0, shim_table::Api::kRuntime, 0};
+  for (uint32_t i = 0; i < shim_table::kCapacity; ++i) REQUIRE(writer->publish(entry) >= 0);
+  CHECK(writer->publish(entry) == -1);
+  writer->retract(17);
+  CHECK(writer->publish(entry) == 17);
+  CHECK(read_shim_table(real_os(), writer->path()).allocations.size() == shim_table::kCapacity);
+}
+
+TEST_CASE("creating a table removes the tables this user's dead processes left") {
+  test::TempDir dir("/dev/shm");
+  std::string stale;
+  {
+    std::unique_ptr<TableWriter> first = TableWriter::create(real_os(), dir.path());
+    stale = read_file(first->path());
+  }
+  int32_t gone = 999999998;
+  std::memcpy(stale.data() + 24, &gone, sizeof gone);
+  write_file(dir.path() + "/hugepin.shim.999999998", stale);
+  write_file(dir.path() + "/hugepin.shim.999999997", "not a table: kept, it may be one being written");
+  std::unique_ptr<TableWriter> writer = TableWriter::create(real_os(), dir.path());
+  std::vector<ShimTable> tables = list_shim_tables(real_os(), dir.path());
+  REQUIRE(tables.size() == 2);
+  CHECK(tables[0].pid == getpid());
+  CHECK(tables[1].pid == 999999997);
+}
+
+TEST_CASE("a table left by this pid before is replaced") {
+  test::TempDir dir("/dev/shm");
+  write_file(own_table(dir), "left by a dead process with our pid");
+  std::unique_ptr<TableWriter> writer = TableWriter::create(real_os(), dir.path());
+  CHECK(read_shim_table(real_os(), writer->path()).problem.empty());
+}
+
+TEST_CASE("truncated, corrupt and foreign files give a message, not a crash") {
+  test::TempDir dir("/dev/shm");
+  std::unique_ptr<TableWriter> writer = TableWriter::create(real_os(), dir.path());
+  writer->publish(TableEntry{1, 1, 4096, 4096, 0, shim_table::Backing::kPrivate, "", 0, shim_table::Api::kRuntime, 0});
+  const std::string good = read_file(writer->path());
+  auto problem_of = [&](const std::string& name, const std::string& contents) {
+    std::string path = dir.path() + "/" + name;
+    write_file(path, contents);
+    return read_shim_table(real_os(), path).problem;
+  };
+  CHECK(problem_of("hugepin.shim.1", "").find("less than a table header: truncated") != std::string::npos);
+  CHECK(problem_of("hugepin.shim.2", good.substr(0, 4096)).find("cannot hold its 4096 records: truncated") !=
+        std::string::npos);
+  std::string bad_magic = good;
+  bad_magic[0] = 'X';
+  CHECK(problem_of("hugepin.shim.3", bad_magic).find("bad magic") != std::string::npos);
+  std::string version = good;
+  version[8] = 9;
+  CHECK(problem_of("hugepin.shim.4", version).find("layout version 9") != std::string::npos);
+  std::string sizes = good;
+  sizes[16] = 1;  // record_size
+  CHECK(problem_of("hugepin.shim.5", sizes).find("corrupt") != std::string::npos);
+  CHECK(problem_of("hugepin.shim.6", good).find("written by pid") != std::string::npos);
+  CHECK(read_shim_table(real_os(), dir.path() + "/hugepin.shim.404").problem.find("cannot read") == 0);
+}
+
+TEST_CASE("list_shim_tables finds every table; stale ones are told apart and removed") {
+  test::TempDir dir("/dev/shm");
+  std::unique_ptr<TableWriter> writer = TableWriter::create(real_os(), dir.path());
+  std::string stale = read_file(writer->path());
+  int32_t gone = 999999999;  // above any pid_max
+  std::memcpy(stale.data() + 24, &gone, sizeof gone);
+  write_file(dir.path() + "/hugepin.shim.999999999", stale);
+  write_file(dir.path() + "/hugepin.shim.12x", "not a table name");
+  write_file(dir.path() + "/other", "");
+
+  std::vector<ShimTable> tables = list_shim_tables(real_os(), dir.path());
+  REQUIRE(tables.size() == 2);
+  CHECK(tables[0].pid == getpid());
+  CHECK(tables[0].alive);
+  CHECK(tables[1].pid == gone);
+  CHECK_FALSE(tables[1].alive);
+  CHECK(tables[1].problem.empty());
+
+  CHECK(remove_stale_shim_tables(real_os(), dir.path(), getuid() + 1) == 0);  // another user's: kept
+  CHECK(remove_stale_shim_tables(real_os(), dir.path(), getuid()) == 1);
+  CHECK(list_shim_tables(real_os(), dir.path()).size() == 1);
+  CHECK(list_shim_tables(real_os(), dir.path() + "/missing").empty());
+}
+
+TEST_CASE("a reused pid is not mistaken for the table's process") {
+  test::TempDir root;
+  std::filesystem::create_directories(cat(root.path(), "/proc/", getpid()));
+  std::unique_ptr<Os> os = make_rooted_os(root.path());
+  test::TempDir dir("/dev/shm");
+  std::unique_ptr<TableWriter> writer = TableWriter::create(real_os(), dir.path());
+  // The same pid, started at another time: another process.
+  write_file(cat(root.path(), "/proc/", getpid(), "/stat"),
+             cat(getpid(), " (a (b) c) S 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20\n"));
+  CHECK_FALSE(read_shim_table(*os, writer->path()).alive);
+  CHECK(process_start_ticks(*os, getpid()) == 19u);
+  CHECK_FALSE(process_start_ticks(*os, getpid() + 1));
+}
+
+TEST_CASE("table file names") {
+  CHECK(parse_shim_table_name("hugepin.shim.42") == 42);
+  CHECK_FALSE(parse_shim_table_name("hugepin.shim."));
+  CHECK_FALSE(parse_shim_table_name("hugepin.shim.-1"));
+  CHECK_FALSE(parse_shim_table_name("hugepin.shim.0"));
+  CHECK_FALSE(parse_shim_table_name("hugepin.kv"));
+}
+
+}  // namespace hugepin
