@@ -87,6 +87,10 @@ Doorbell& ReportRing::data_doorbell() {
   return *reinterpret_cast<Doorbell*>(reinterpret_cast<std::byte*>(this) + data_doorbell_offset_);
 }
 
+const Doorbell& ReportRing::data_doorbell() const {
+  return *reinterpret_cast<const Doorbell*>(reinterpret_cast<const std::byte*>(this) + data_doorbell_offset_);
+}
+
 uint32_t ReportRing::push_batch(Os& os, const Report* records, uint32_t count) {
   const uint64_t tail = tail_.load(std::memory_order_relaxed);  // only this producer writes tail_
   uint64_t used = tail - cached_head_;
@@ -136,6 +140,8 @@ uint32_t ReportRing::push_wait(Os& os, const Report* records, uint32_t count, in
     if (!space_doorbell_.wait(os, [this] { return has_space(); }, remaining)) return written;
   }
 }
+
+void ReportRing::forget_producer_sleep() { space_doorbell_.sleepers.store(0, std::memory_order_relaxed); }
 
 uint32_t ReportRing::pop_batch(Os& os, Report* out, uint32_t max) {
   const uint64_t head = head_.load(std::memory_order_relaxed);  // only this consumer writes head_

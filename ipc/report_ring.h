@@ -71,6 +71,10 @@ class ReportRing {
   // the time ran out (the rest were not written; the caller decides, e.g. EAGAIN).
   uint32_t push_wait(Os& os, const Report* records, uint32_t count, int64_t timeout_ns);
 
+  // A producer that takes over the ring from one that died: forgets that the dead one may have
+  // been asleep on the space doorbell (only the producer sleeps there).
+  void forget_producer_sleep();
+
   // --- consumer (one at a time) ---
 
   // Moves up to `max` records, oldest first, into `out` and returns how many (0 when empty).
@@ -93,6 +97,7 @@ class ReportRing {
   uint32_t depth() const;
   // The doorbell the consumer sleeps on.
   Doorbell& data_doorbell();
+  const Doorbell& data_doorbell() const;
   // Whether the ring holds a record now. Reads the producer's index with seq_cst, so it may serve
   // as a Doorbell::wait condition.
   bool has_data() const;
