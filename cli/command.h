@@ -40,6 +40,7 @@ void add_pool_commands(CLI::App& app, Context& context);
 void add_arena_commands(CLI::App& app, Context& context);
 void add_demo_command(CLI::App& app, Context& context);
 void add_bench_commands(CLI::App& app, Context& context);
+void add_inspect_commands(CLI::App& app, Context& context);
 
 // --- helpers for command files ---
 

@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
   cli::add_arena_commands(app, context);
   cli::add_demo_command(app, context);
   cli::add_bench_commands(app, context);
+  cli::add_inspect_commands(app, context);
 
   try {
     app.parse(argc, argv);

@@ -75,6 +75,7 @@ ArenaCreated create_arena_with_control(Os& os, std::string_view name, const Aren
     ControlSegment segment = ControlSegment::open(os, name, SegmentAccess::kReadOnly);
     created.segment_path = segment.path();
     created.segment_bytes = segment.size();
+    created.ring_capacity = segment.header().ring_capacity;
   } catch (...) {
     remove_control_segment(os, name);
     destroy_arena(os, name, options);

@@ -31,6 +31,7 @@ struct ArenaCreated {
   ArenaReport data;           // the regions, as hugemem made them
   std::string segment_path;   // /dev/shm/hugepin.<arena>
   uint64_t segment_bytes = 0;
+  uint32_t ring_capacity = 0;
 };
 
 // Creates arena `name`: one data region per rank of `layout` (region rank = flat rank, sized
