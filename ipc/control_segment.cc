@@ -203,8 +203,9 @@ void check_segment_access(std::string_view arena, const struct stat& file, Segme
   if (!writing && (file.st_mode & 0004) != 0) return;
   std::string owner = user_name(file.st_uid);
   throw Error(cat("arena '", arena, "' belongs to uid ", file.st_uid, owner.empty() ? "" : cat(" (", owner, ")"),
-                  " with mode ", mode_text(file.st_mode), ": only that user, root",
-                  (file.st_mode & group_bits) == group_bits ? cat(" or members of group ", file.st_gid) : std::string(),
+                  " with mode ", mode_text(file.st_mode), ": only that user",
+                  (file.st_mode & group_bits) == group_bits ? cat(", root or members of group ", file.st_gid)
+                                                            : std::string(" or root"),
                   " may ", writing ? "attach to" : "read", " it"),
               EACCES);
 }
@@ -290,6 +291,7 @@ RankStatus read_rank_status(Os& os, const RegionRecord& record) {
   status.owner = record.owner.load(std::memory_order_acquire);
   status.pid = owner_pid(status.owner);
   status.alive = owner_alive(os, status.owner);
+  // Acquire pairs with the release compare-and-swap in update_status (rank_attachment.cc).
   const uint64_t packed = record.status.load(std::memory_order_acquire);
   status.state = status_state(packed);
   status.attach_generation = status_generation(packed);

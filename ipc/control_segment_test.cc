@@ -14,6 +14,7 @@
 #include "base/error.h"
 #include "base/size.h"
 #include "ipc/arena_control.h"
+#include "ipc/rank_attachment.h"
 #include "ipc/test_arena.h"
 
 namespace hugepin {
@@ -245,9 +246,13 @@ TEST_CASE("permissions: 0600 for its owner only, 0660 for its group") {
   REQUIRE(stat(control_segment_path(shared.name()).c_str(), &st) == 0);
   CHECK((st.st_mode & 0777) == 0660);
   CHECK(st.st_gid == kNogroup);
+  std::filesystem::permissions(shared.dir(), std::filesystem::perms(0755));  // the test's own directory
   CHECK(test::run_in_child([&] {
           return as_nobody([&] {
             ControlSegment segment = ControlSegment::open(real_os(), shared.name(), SegmentAccess::kReadWrite);
+            RankAttachment worker = RankAttachment::attach(real_os(), shared.name(), 1, 0);  // maps its region
+            worker.region().data()[0] = std::byte{1};
+            worker.detach();
             return segment.header().rank_count == 2;
           });
         }) == 0);

@@ -40,6 +40,7 @@ ArenaSnapshot snapshot_segment(Os& os, const SegmentView& view) {
   // Acquire pairs with the fetch_add of ArenaControl::adopt.
   snapshot.generation = view.block->generation.load(std::memory_order_acquire);
   snapshot.creator_alive = is_process_alive(os, view.header.creator_pid, view.header.creator_start_ticks);
+  // Acquire pairs with the compare-and-swaps of the scheduler role in ArenaControl.
   const uint64_t scheduler = view.counters->owner.load(std::memory_order_acquire);
   snapshot.scheduler_pid = owner_pid(scheduler);
   snapshot.scheduler_alive = owner_alive(os, scheduler);

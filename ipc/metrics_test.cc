@@ -4,9 +4,10 @@
 // checker's own failures are tested too, so it cannot pass everything.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <map>
-#include <regex>
 #include <set>
 #include <sstream>
 
@@ -19,6 +20,29 @@
 namespace hugepin {
 namespace {
 
+// [a-zA-Z_:][a-zA-Z0-9_:]* for metric names (colons allowed), [a-zA-Z_][a-zA-Z0-9_]* for labels.
+bool valid_name(const std::string& name, bool colons) {
+  if (name.empty() || std::isdigit(static_cast<unsigned char>(name[0])) != 0) return false;
+  return std::all_of(name.begin(), name.end(), [colons](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_' || (colons && c == ':');
+  });
+}
+
+bool ends_with(const std::string& text, const std::string& suffix) {
+  return text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// A unit that is not a base unit or is abbreviated (promtool's lint), with or without _total.
+bool has_non_base_unit(const std::string& name) {
+  const std::string base = ends_with(name, "_total") ? name.substr(0, name.size() - 6) : name;
+  for (const char* unit : {"_ms", "_sec", "_secs", "_us", "_ns", "_kb", "_mb", "_gb", "_kib", "_mib", "_gib", "_b",
+                           "_byte", "_milliseconds", "_microseconds", "_nanoseconds", "_kilobytes", "_megabytes",
+                           "_gigabytes", "_minutes", "_hours"}) {
+    if (ends_with(base, unit)) return true;
+  }
+  return false;
+}
+
 bool valid_number(const std::string& text) {
   if (text == "+Inf" || text == "-Inf" || text == "NaN") return true;
   char* end = nullptr;
@@ -29,13 +53,12 @@ bool valid_number(const std::string& text) {
 // Parses `{a="x",b="y"}` from `text` at `pos`; appends "name=value" to labels. Returns false when
 // malformed (bad name, unescaped or unknown escape, missing quote or comma).
 bool parse_labels(const std::string& text, size_t& pos, std::vector<std::string>& labels, std::string& why) {
-  static const std::regex kLabelName("[a-zA-Z_][a-zA-Z0-9_]*");
   ++pos;  // '{'
   while (pos < text.size() && text[pos] != '}') {
     size_t eq = text.find('=', pos);
     if (eq == std::string::npos) return why = "label without '='", false;
     std::string name = text.substr(pos, eq - pos);
-    if (!std::regex_match(name, kLabelName) || name.rfind("__", 0) == 0) return why = "bad label name '" + name + "'", false;
+    if (!valid_name(name, false) || name.rfind("__", 0) == 0) return why = "bad label name '" + name + "'", false;
     if (eq + 1 >= text.size() || text[eq + 1] != '"') return why = "label value not quoted", false;
     std::string value;
     size_t i = eq + 2;
@@ -65,8 +88,6 @@ bool parse_labels(const std::string& text, size_t& pos, std::vector<std::string>
 
 // Every problem with `text` as a textfile-collector exposition; empty when it is valid.
 std::vector<std::string> check_exposition(const std::string& text) {
-  static const std::regex kMetricName("[a-zA-Z_:][a-zA-Z0-9_:]*");
-  static const std::regex kAbbreviated(".*_(ms|sec|secs|us|ns|kb|mb|gb|kib|mib|gib|b|byte|milliseconds|microseconds|nanoseconds|kilobytes|megabytes|gigabytes)(_total)?$");
   std::vector<std::string> problems;
   auto problem = [&](size_t line_number, const std::string& message) {
     problems.push_back("line " + std::to_string(line_number) + ": " + message);
@@ -97,7 +118,7 @@ std::vector<std::string> check_exposition(const std::string& text) {
       std::string hash, keyword, name;
       words >> hash >> keyword >> name;
       if (keyword != "HELP" && keyword != "TYPE") continue;  // a comment
-      if (!std::regex_match(name, kMetricName)) problem(number, "bad metric name '" + name + "'");
+      if (!valid_name(name, true)) problem(number, "bad metric name '" + name + "'");
       enter(name);
       std::string rest;
       std::getline(words, rest);
@@ -116,20 +137,19 @@ std::vector<std::string> check_exposition(const std::string& text) {
           problem(number, "TYPE after samples of " + name);
         }
         types[name] = type;
-        if (type == "counter" && name.size() < 6) problem(number, "counter " + name + " lacks _total");
-        if (type == "counter" && name.substr(name.size() - 6) != "_total") problem(number, "counter " + name + " lacks _total");
-        if (type != "counter" && name.size() >= 6 && name.substr(name.size() - 6) == "_total") {
+        if (type == "counter" && !ends_with(name, "_total")) problem(number, "counter " + name + " lacks _total");
+        if (type != "counter" && ends_with(name, "_total")) {
           problem(number, "non-counter " + name + " ends in _total");
         }
       }
       if (name.rfind("hugepin_", 0) != 0) problem(number, name + " lacks the hugepin_ prefix");
-      if (std::regex_match(name, kAbbreviated)) problem(number, name + " has a unit that is not a base unit");
+      if (has_non_base_unit(name)) problem(number, name + " has a unit that is not a base unit");
       continue;
     }
     size_t pos = 0;
     while (pos < line.size() && line[pos] != '{' && line[pos] != ' ') ++pos;
     std::string name = line.substr(0, pos);
-    if (!std::regex_match(name, kMetricName)) {
+    if (!valid_name(name, true)) {
       problem(number, "bad metric name '" + name + "'");
       continue;
     }

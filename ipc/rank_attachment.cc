@@ -34,6 +34,7 @@ uint64_t claim(Os& os, RegionRecord& record, uint64_t mine, const std::string& n
 // Moves the state to `state`, bumping the attach generation when `new_generation`; returns the
 // generation. A compare-and-swap loop: the scheduler may mark the rank dead meanwhile.
 uint64_t update_status(RegionRecord& record, RankState state, bool new_generation) {
+  // Acquire pairs with the release compare-and-swaps below and in ArenaControl::mark_dead_if_gone.
   uint64_t status = record.status.load(std::memory_order_acquire);
   for (;;) {
     const uint64_t generation = status_generation(status) + (new_generation ? 1 : 0);

@@ -24,7 +24,8 @@ static_assert(alignof(ReportRing) == kCacheLinePair);
 
 size_t ReportRing::memsize(uint32_t capacity) {
   if (!valid_capacity(capacity)) return 0;
-  return sizeof(ReportRing) + static_cast<size_t>(capacity) * sizeof(Report);
+  const size_t bytes = sizeof(ReportRing) + static_cast<size_t>(capacity) * sizeof(Report);
+  return (bytes + kCacheLinePair - 1) / kCacheLinePair * kCacheLinePair;  // rings side by side stay aligned
 }
 
 ReportRing::ReportRing(uint32_t capacity, int64_t doorbell_offset, uint64_t first_index)
@@ -67,12 +68,15 @@ const ReportRing* ReportRing::attach_read_only(const std::byte* mapping, size_t 
     throw Error(cat("ring at offset ", offset, " of capacity ", capacity, " runs past the ", size,
                     "-byte segment"));
   }
-  const int64_t doorbell = static_cast<int64_t>(offset) + ring->data_doorbell_offset_;
-  if (ring->data_doorbell_offset_ > static_cast<int64_t>(size) || doorbell < 0 ||
-      static_cast<uint64_t>(doorbell) % kCacheLinePair != 0 ||
-      !inside(static_cast<uint64_t>(doorbell), sizeof(Doorbell), size)) {
-    throw Error(cat("ring at offset ", offset, " has its doorbell outside the segment (",
-                    ring->data_doorbell_offset_, " from the ring)"));
+  // The doorbell, relative to the ring: checked against the segment before any arithmetic that
+  // could overflow (offset <= size < 2^63 here).
+  const int64_t relative = ring->data_doorbell_offset_;
+  if (relative < -static_cast<int64_t>(offset) || relative > static_cast<int64_t>(size - offset)) {
+    throw Error(cat("ring at offset ", offset, " has its doorbell outside the segment (", relative, " from the ring)"));
+  }
+  const uint64_t doorbell = offset + static_cast<uint64_t>(relative);  // modulo 2^64: in [0, size]
+  if (doorbell % kCacheLinePair != 0 || !inside(doorbell, sizeof(Doorbell), size)) {
+    throw Error(cat("ring at offset ", offset, " has its doorbell outside the segment (", relative, " from the ring)"));
   }
   return ring;
 }
@@ -188,7 +192,9 @@ uint64_t ReportRing::consumed() const {
 }
 
 uint32_t ReportRing::depth() const {
-  const uint64_t head = head_.load(std::memory_order_acquire);  // head first: tail read later is >= it
+  // Acquire pairs with the stores in pop_batch and push_batch. Head first: the tail, read later,
+  // is not below it.
+  const uint64_t head = head_.load(std::memory_order_acquire);
   const uint64_t tail = tail_.load(std::memory_order_acquire);
   return static_cast<uint32_t>(std::min<uint64_t>(tail - head, capacity_));
 }

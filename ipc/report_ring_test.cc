@@ -58,6 +58,7 @@ TEST_CASE("memsize accepts powers of two in range only") {
   CHECK(ReportRing::memsize(2) > 2 * sizeof(Report));
   CHECK(ReportRing::memsize(1024) - ReportRing::memsize(512) == 512 * sizeof(Report));
   CHECK(ReportRing::memsize(64) % kCacheLinePair == 0);
+  CHECK(ReportRing::memsize(2) % kCacheLinePair == 0);  // rings side by side stay aligned
 }
 
 TEST_CASE("batches stop at full and at empty, and keep their order") {

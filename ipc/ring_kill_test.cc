@@ -118,7 +118,7 @@ TEST_CASE("slots written but not published stay invisible and are overwritten") 
   REQUIRE(ring->push_batch(os, first.data(), 3) == 3);
   // What a producer killed between copying a batch and publishing it leaves: slots 3..7 written
   // (here: with garbage), the index not moved.
-  auto* slots = reinterpret_cast<std::byte*>(memory) + bytes - capacity * sizeof(Report);
+  auto* slots = reinterpret_cast<std::byte*>(memory) + sizeof(ReportRing);  // the slots follow the ring
   std::memset(slots + 3 * sizeof(Report), 0xEE, 5 * sizeof(Report));
   CHECK(ring->depth() == 3);
   Report out[8];

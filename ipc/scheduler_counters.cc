@@ -55,7 +55,7 @@ SchedulerReading read_scheduler_figures(const SchedulerCounters& counters) {
     // Acquire pairs with the release store of the even version in write_scheduler_figures.
     const uint64_t before = counters.version.load(std::memory_order_acquire);
     reading.figures = load_figures(counters);  // acquire: the read of `version` below stays after them
-    reading.updated_ns = counters.updated_ns.load(kAcquire);
+    reading.updated_ns = counters.updated_ns.load(kAcquire);  // pairs with its release store in the writer
     const uint64_t after = counters.version.load(kRelaxed);
     reading.consistent = before == after && before % 2 == 0;
     if (reading.consistent) return reading;
