@@ -6,9 +6,11 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <boost/lockfree/spsc_queue.hpp>
 #include <cerrno>
 #include <new>
+#include <thread>
 
 #include "base/error.h"
 #include "ipc/doorbell.h"
@@ -88,7 +90,11 @@ pid_t start_producer(Os& os, StartLine& start, int cpu, Queue queue, Produce pro
   pid_t pid = fork();
   if (pid < 0) throw_errno("fork", errno);
   if (pid == 0) producer_process(os, start, cpu, queue, produce);
-  while (start.producer_ready.load(std::memory_order_acquire) == 0) cpu_relax();  // pairs with the child's release
+  // The child starts on this process's CPU until it pins itself: yield, not spin, so that it
+  // runs even under a real-time policy (chrt -f), where a spinning parent would starve it.
+  while (start.producer_ready.load(std::memory_order_acquire) == 0) {  // pairs with the child's release
+    std::this_thread::yield();
+  }
   return pid;
 }
 
@@ -202,6 +208,10 @@ std::pair<int, int> choose_cpus() {
   return {cpus[1], cpus[0]};
 }
 
+// A pause before each measurement: caches and the scheduler settle, and a real-time policy's
+// budget (chrt; 950 ms per second by default) is not spent across runs.
+void settle() { std::this_thread::sleep_for(std::chrono::milliseconds(200)); }
+
 // A fresh queue of each kind in the area, for each run.
 Ours make_ours(Os& os, SharedArea& area, bool sleeping) {
   return Ours{&os, ReportRing::init(area.queue_memory(), kRingBenchCapacity), sleeping};
@@ -226,17 +236,21 @@ RingBenchResult run_ring_bench(Os& os, const RingBenchOptions& options,
     std::vector<double> boost_rates;
     for (unsigned run = 0; run < options.repeat; ++run) {  // alternating: a drift hits both
       progress(cat("batch ", batch, ", run ", run + 1, " of ", options.repeat, ": ours"));
+      settle();
       ours_rates.push_back(throughput_run(os, area, make_ours(os, area, false), options.count, batch, producer_cpu));
       progress(cat("batch ", batch, ", run ", run + 1, " of ", options.repeat, ": Boost"));
+      settle();
       boost_rates.push_back(throughput_run(os, area, make_boost(area), options.count, batch, producer_cpu));
     }
     ours.reports_per_second = summarize(ours_rates);
     boost.reports_per_second = summarize(boost_rates);
     if (batch == 1) {
       progress("latency: ours");
+      settle();
       Latency a = latency_run(os, area, make_ours(os, area, false), options.latency_samples, options.latency_interval_ns,
                               producer_cpu);
       progress("latency: Boost");
+      settle();
       Latency b = latency_run(os, area, make_boost(area), options.latency_samples, options.latency_interval_ns, producer_cpu);
       std::tie(ours.latency_p50_ns, ours.latency_p99_ns, ours.latency_max_ns) = std::tuple(a.p50, a.p99, a.max);
       std::tie(boost.latency_p50_ns, boost.latency_p99_ns, boost.latency_max_ns) = std::tuple(b.p50, b.p99, b.max);
@@ -247,13 +261,16 @@ RingBenchResult run_ring_bench(Os& os, const RingBenchOptions& options,
 
   // The consumer that sleeps on the doorbell when the ring is empty: the cost of not spinning.
   RingBenchRow sleeping{"hugepin ReportRing, consumer sleeps", true, 1};
+  const uint64_t sleeping_count = std::max<uint64_t>(1, options.count / 4);  // a system call per wake: slower
   std::vector<double> rates;
   for (unsigned run = 0; run < options.repeat; ++run) {
     progress(cat("sleeping consumer, run ", run + 1, " of ", options.repeat));
-    rates.push_back(throughput_run(os, area, make_ours(os, area, true), options.count, 1, producer_cpu));
+    settle();
+    rates.push_back(throughput_run(os, area, make_ours(os, area, true), sleeping_count, 1, producer_cpu));
   }
   sleeping.reports_per_second = summarize(rates);
   progress("latency: sleeping consumer");
+  settle();
   Latency latency = latency_run(os, area, make_ours(os, area, true), options.latency_samples / 4,
                                 options.latency_interval_ns * 4, producer_cpu);
   std::tie(sleeping.latency_p50_ns, sleeping.latency_p99_ns, sleeping.latency_max_ns) =

@@ -93,9 +93,9 @@ int run_pin(Context& context, const PinArgs& args) {
 }
 
 struct RingArgs {
-  uint64_t count = 20'000'000;
+  uint64_t count = 5'000'000;
   std::vector<uint32_t> batches{1, 32};
-  uint64_t latency_samples = 200'000;
+  uint64_t latency_samples = 100'000;
   double latency_interval_us = 5;
   unsigned repeat = 3;
   bool json = false;
