@@ -75,6 +75,9 @@ class Os {
   virtual int futex_wait(const std::atomic<uint32_t>* word, uint32_t expected, int64_t timeout_ns) = 0;
   // Wakes up to `count` waiters on `word`; returns how many it woke.
   virtual int futex_wake(const std::atomic<uint32_t>* word, int count) = 0;
+  // membarrier(2) with `command` (MEMBARRIER_CMD_*), flags 0. Returns 0 or -errno (-ENOSYS,
+  // -EINVAL on kernels without the command, -EPERM under a seccomp filter).
+  virtual int membarrier(int command) = 0;
 };
 
 static_assert(sizeof(std::atomic<uint32_t>) == 4 && std::atomic<uint32_t>::is_always_lock_free,

@@ -157,6 +157,8 @@ class PosixOs final : public Os {
     return result_or_errno(::syscall(SYS_futex, word, FUTEX_WAKE, count, nullptr, nullptr, 0));
   }
 
+  int membarrier(int command) override { return result_or_errno(::syscall(SYS_membarrier, command, 0, 0)); }
+
  private:
   std::string resolve(const std::string& path) const {
     return root_ == "/" ? path : root_ + path;

@@ -17,8 +17,9 @@
 //
 // Sleeping: a consumer that finds the ring empty may sleep on the ring's data doorbell (its own,
 // or one doorbell that every ring of an arena shares, so that one scheduler thread can sleep on
-// all of them); a producer wakes it with a system call only when someone sleeps there. A producer
-// that finds the ring full may sleep on the ring's space doorbell the same way.
+// all of them); a producer wakes it with a system call only when someone sleeps there, and checks
+// for sleepers without a fence (ipc/doorbell.h: the sleeper pays with membarrier(2) instead). A
+// producer that finds the ring full may sleep on the ring's space doorbell the same way.
 //
 // Thread-safety: one producer and one consumer at a time, in any processes or threads; the
 // observers (produced, consumed, depth) from anywhere, read-only mappings included.
@@ -96,8 +97,12 @@ class ReportRing {
   // Records waiting now, clamped to [0, capacity] (the two indices are read one after the other).
   uint32_t depth() const;
   // The doorbell the consumer sleeps on.
-  Doorbell& data_doorbell();
-  const Doorbell& data_doorbell() const;
+  Doorbell& data_doorbell() {
+    return *reinterpret_cast<Doorbell*>(reinterpret_cast<std::byte*>(this) + data_doorbell_offset_);
+  }
+  const Doorbell& data_doorbell() const {
+    return *reinterpret_cast<const Doorbell*>(reinterpret_cast<const std::byte*>(this) + data_doorbell_offset_);
+  }
   // Whether the ring holds a record now. Reads the producer's index with seq_cst, so it may serve
   // as a Doorbell::wait condition.
   bool has_data() const;
@@ -106,7 +111,7 @@ class ReportRing {
 
  private:
   ReportRing(uint32_t capacity, int64_t doorbell_offset, uint64_t first_index);
-  Report* slots();
+  Report* slots() { return reinterpret_cast<Report*>(reinterpret_cast<std::byte*>(this) + sizeof(ReportRing)); }
   bool has_space() const;  // seq_cst: a Doorbell::wait condition
 
   // Constants, written once by init().

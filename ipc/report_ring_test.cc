@@ -11,6 +11,7 @@
 
 #include "base/error.h"
 #include "ipc/report_ring.h"
+#include "tests/support/fault_os.h"
 
 namespace hugepin {
 namespace {
@@ -191,6 +192,35 @@ TEST_CASE("one doorbell wakes a consumer of several rings") {
   producer.join();
   CHECK(rings[2]->depth() == 1);
   CHECK(rings[0]->depth() == 0);
+}
+
+// A kernel without membarrier (or a seccomp filter that forbids it).
+class NoMembarrierOs : public test::ForwardingOs {
+ public:
+  NoMembarrierOs() : ForwardingOs(real_os()) {}
+  int membarrier(int) override { return -ENOSYS; }
+};
+
+TEST_CASE("without membarrier: producers publish seq_cst, sleepers re-check, nothing is lost") {
+  NoMembarrierOs os;
+  forget_asymmetric_barrier();
+  CHECK_FALSE(asymmetric_barrier_registered(os));
+  const uint32_t capacity = 8;
+  Buffer buffer(ReportRing::memsize(capacity));
+  ReportRing* ring = ReportRing::init(buffer.data, capacity);
+  const size_t total = 500;
+  std::vector<Report> reports = make_reports(1, total);
+  std::thread producer([&] { CHECK(ring->push_wait(os, reports.data(), total, kForever) == total); });
+  std::vector<Report> received;
+  Report out[capacity];
+  while (received.size() < total) {
+    uint32_t n = ring->pop_wait(os, out, capacity, kForever, /*spins=*/0);
+    received.insert(received.end(), out, out + n);
+  }
+  producer.join();
+  check_reports(received.data(), total, 1);
+  forget_asymmetric_barrier();
+  CHECK(asymmetric_barrier_registered(real_os()));  // this kernel has it
 }
 
 TEST_CASE("attach checks the ring another process built") {

@@ -55,6 +55,7 @@ class ForwardingOs : public Os {
     return target_.futex_wait(word, expected, timeout_ns);
   }
   int futex_wake(const std::atomic<uint32_t>* word, int count) override { return target_.futex_wake(word, count); }
+  int membarrier(int command) override { return target_.membarrier(command); }
 
  protected:
   Os& target_;
