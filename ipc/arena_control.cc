@@ -1,6 +1,7 @@
 #include "ipc/arena_control.h"
 
 #include <fcntl.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -172,6 +173,10 @@ ArenaControl& ArenaControl::operator=(ArenaControl&& other) noexcept {
 
 void ArenaControl::release() {
   if (owner_ == 0) return;
+  if (getpid() != owner_pid(owner_)) {  // a forked child: the role is its parent's
+    owner_ = 0;
+    return;
+  }
   uint64_t expected = owner_;
   // Release pairs with the acquire load in adopt(): the next scheduler sees what this one did.
   segment_.scheduler_counters().owner.compare_exchange_strong(expected, kNoOwner, std::memory_order_release);

@@ -73,7 +73,7 @@ ArenaDestroyed destroy_arena_with_control(Os& os, std::string_view name, const A
 
 // The scheduler's handle on an arena: the one consumer of every rank's ring and the one writer of
 // the scheduler counters. Owns the control segment's mapping; move-only. Gives the role back when
-// destroyed.
+// destroyed (not in a forked child that inherited it: the role stays with the parent).
 class ArenaControl {
  public:
   // Maps the control segment of arena `name` read-write and takes the scheduler role: refused
