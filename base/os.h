@@ -13,6 +13,7 @@
 #include <sys/statfs.h>
 #include <sys/types.h>
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -81,7 +82,25 @@ class Os {
 
   // Threads: pin the calling thread to `cpus` (an empty list is a no-op).
   virtual int set_thread_cpus(const std::vector<int>& cpus) = 0;
+
+  // Processes: kill(2). Signal 0 only checks that `pid` exists (-ESRCH when it does not, -EPERM
+  // when it exists but belongs to another user).
+  virtual int send_signal(pid_t pid, int signal) = 0;
+
+  // Futexes on 32-bit words in memory that several processes share (no FUTEX_PRIVATE_FLAG).
+  // futex_wait sleeps while *word == expected, at most timeout_ns (negative: no limit). Returns 0
+  // when woken (possibly spuriously: callers re-check their condition), -EAGAIN when *word was
+  // not `expected`, -ETIMEDOUT, or -EINTR.
+  virtual int futex_wait(const std::atomic<uint32_t>* word, uint32_t expected, int64_t timeout_ns) = 0;
+  // Wakes up to `count` waiters on `word`; returns how many it woke.
+  virtual int futex_wake(const std::atomic<uint32_t>* word, int count) = 0;
+  // membarrier(2) with `command` (MEMBARRIER_CMD_*), flags 0. Returns 0 or -errno (-ENOSYS,
+  // -EINVAL on kernels without the command, -EPERM under a seccomp filter).
+  virtual int membarrier(int command) = 0;
 };
+
+static_assert(sizeof(std::atomic<uint32_t>) == 4 && std::atomic<uint32_t>::is_always_lock_free,
+              "a futex word is a plain 32-bit word");
 
 // The process's real kernel, system root "/". Lives for the whole process.
 Os& real_os();

@@ -1,6 +1,7 @@
 // The real Os: thin wrappers over system calls, capturing errno at each call.
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/futex.h>
 #include <numaif.h>
 #include <pthread.h>
 #include <sched.h>
@@ -14,6 +15,8 @@
 #include <cerrno>
 #include <cstdio>
 #include <charconv>
+#include <csignal>
+#include <ctime>
 
 #include "base/error.h"
 #include "base/os.h"
@@ -171,6 +174,26 @@ class PosixOs final : public Os {
     }
     return -pthread_setaffinity_np(pthread_self(), sizeof set, &set);
   }
+
+  int send_signal(pid_t pid, int signal) override { return result_or_errno(::kill(pid, signal)); }
+
+  int futex_wait(const std::atomic<uint32_t>* word, uint32_t expected, int64_t timeout_ns) override {
+    timespec timeout{};
+    timespec* limit = nullptr;
+    if (timeout_ns >= 0) {
+      timeout.tv_sec = static_cast<time_t>(timeout_ns / 1'000'000'000);
+      timeout.tv_nsec = static_cast<long>(timeout_ns % 1'000'000'000);
+      limit = &timeout;
+    }
+    // Shared (no FUTEX_PRIVATE_FLAG): the waker may be another process mapping the same file.
+    return result_or_errno(::syscall(SYS_futex, word, FUTEX_WAIT, expected, limit, nullptr, 0));
+  }
+
+  int futex_wake(const std::atomic<uint32_t>* word, int count) override {
+    return result_or_errno(::syscall(SYS_futex, word, FUTEX_WAKE, count, nullptr, nullptr, 0));
+  }
+
+  int membarrier(int command) override { return result_or_errno(::syscall(SYS_membarrier, command, 0, 0)); }
 
  private:
   std::string resolve(const std::string& path) const {

@@ -51,31 +51,65 @@ Json arena_report_json(const ArenaReport& report) {
   return {{"name", report.name}, {"regions", regions}};
 }
 
-std::string arena_listing_table(const std::vector<ArenaListing>& listings) {
+std::string arena_control_line(const ArenaCreated& created, const ArenaLayout& layout) {
+  return cat("control segment ", created.segment_path, " (", format_bytes(created.segment_bytes), "): tp ", layout.tp,
+             " x pp ", layout.pp, ", ", layout.chunk_count, " chunks of ", layout.blocks_per_chunk,
+             layout.blocks_per_chunk == 1 ? " block" : " blocks", ", rings of ", created.ring_capacity, " reports\n");
+}
+
+Json arena_control_json(const ArenaCreated& created, const ArenaLayout& layout) {
+  return {{"path", created.segment_path},       {"bytes", created.segment_bytes},
+          {"tp", layout.tp},                    {"pp", layout.pp},
+          {"chunk_count", layout.chunk_count},  {"blocks_per_chunk", layout.blocks_per_chunk},
+          {"ring_capacity", created.ring_capacity}};
+}
+
+namespace {
+
+std::string mode_text(mode_t mode) {
+  char text[8];
+  std::snprintf(text, sizeof text, "%04o", static_cast<unsigned>(mode));
+  return text;
+}
+
+}  // namespace
+
+std::string arena_listing_table(const std::vector<ArenaEntry>& listings) {
   Table table({"ARENA", "RANK", "BYTES", "PAGE", "OWNER", "MODE", "FILE"},
               {Table::Align::kLeft, Table::Align::kRight, Table::Align::kRight, Table::Align::kRight,
                Table::Align::kRight, Table::Align::kRight, Table::Align::kLeft});
-  for (const ArenaListing& listing : listings) {
+  for (const ArenaEntry& listing : listings) {
+    if (listing.control) {
+      const SegmentFile& control = *listing.control;
+      table.add_row({listing.name, "control", format_bytes(control.bytes), "4K", std::to_string(control.owner),
+                     mode_text(control.mode), control.path});
+    } else {
+      table.add_row({listing.name, "-", "-", "-", "-", "-", "(no control segment)"});
+    }
     if (listing.regions.empty()) table.add_row({listing.name, "-", "-", "-", "-", "-", "(no region files)"});
     for (const RegionFile& region : listing.regions) {
-      char mode[8];
-      std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(region.mode));
       table.add_row({listing.name, std::to_string(region.rank), format_bytes(region.bytes),
-                     page_size_name(region.page_size), std::to_string(region.owner), mode, region.path});
+                     page_size_name(region.page_size), std::to_string(region.owner), mode_text(region.mode), region.path});
     }
   }
   return table.render();
 }
 
-Json arena_listing_json(const std::vector<ArenaListing>& listings) {
+Json arena_listing_json(const std::vector<ArenaEntry>& listings) {
   Json arenas = Json::array();
-  for (const ArenaListing& listing : listings) {
+  for (const ArenaEntry& listing : listings) {
     Json regions = Json::array();
     for (const RegionFile& region : listing.regions) {
       regions.push_back({{"rank", region.rank}, {"path", region.path}, {"bytes", region.bytes},
                          {"page_size", region.page_size}, {"owner_uid", region.owner}, {"mode", region.mode}});
     }
-    arenas.push_back({{"name", listing.name}, {"regions", regions}});
+    Json control = nullptr;
+    if (listing.control) {
+      control = {{"path", listing.control->path}, {"bytes", listing.control->bytes},
+                 {"owner_uid", listing.control->owner}, {"group_gid", listing.control->group},
+                 {"mode", listing.control->mode}};
+    }
+    arenas.push_back({{"name", listing.name}, {"control", control}, {"regions", regions}});
   }
   return {{"arenas", arenas}};
 }

@@ -6,13 +6,18 @@
 
 #include "cli/command.h"
 #include "hugemem/arena.h"
+#include "ipc/arena_control.h"
 
 namespace hugepin::cli {
 
 std::string arena_report_table(const ArenaReport& report);
 Json arena_report_json(const ArenaReport& report);
 
-std::string arena_listing_table(const std::vector<ArenaListing>& listings);
-Json arena_listing_json(const std::vector<ArenaListing>& listings);
+// "control segment /dev/shm/hugepin.kv (1.2 MiB): tp 4 x pp 1, 512 chunks of 1 block, rings of 4096 reports"
+std::string arena_control_line(const ArenaCreated& created, const ArenaLayout& layout);
+Json arena_control_json(const ArenaCreated& created, const ArenaLayout& layout);
+
+std::string arena_listing_table(const std::vector<ArenaEntry>& listings);
+Json arena_listing_json(const std::vector<ArenaEntry>& listings);
 
 }  // namespace hugepin::cli

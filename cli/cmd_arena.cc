@@ -5,6 +5,8 @@
 #include "cli/arena_view.h"
 #include "cli/command.h"
 #include "hugemem/arena.h"
+#include "ipc/arena_control.h"
+#include "ipc/arena_layout.h"
 
 namespace hugepin::cli {
 
@@ -16,6 +18,7 @@ void add_arena_commands(CLI::App& app, Context& context) {
     std::string name;
     std::string size;
     uint32_t ranks = 0;
+    std::string chunk = "2M";
     std::string page_size = "auto";
     std::optional<int> node;
     bool strict = false;
@@ -30,6 +33,8 @@ void add_arena_commands(CLI::App& app, Context& context) {
       ->required()
       ->check(size_validator());
   create->add_option("--ranks", create_args->ranks, "Number of rank regions")->required()->check(CLI::Range(1, 65536));
+  create->add_option("--chunk", create_args->chunk, "Chunk size: each region holds as many whole chunks as fit")
+      ->check(size_validator());
   create->add_option("--pagesize", create_args->page_size, "Page size (auto: 1G, then 2M, then 4K shared memory)")
       ->check(page_size_validator(true));
   create->add_option("--node", create_args->node, "Bind every region to this NUMA node")->check(CLI::NonNegativeNumber);
@@ -44,13 +49,15 @@ void add_arena_commands(CLI::App& app, Context& context) {
       options.strict = create_args->strict;
       options.prefault_threads = create_args->threads;
       options.hugetlbfs_dir = create_args->dir;
-      std::vector<RegionRequest> requests = split_evenly(size_value(create_args->size), create_args->ranks);
-      for (RegionRequest& request : requests) request.node = create_args->node.value_or(-1);
-      ArenaReport report = create_arena(context.os(), create_args->name, requests, options);
+      ArenaLayout layout = layout_for_size(size_value(create_args->size), create_args->ranks,
+                                           size_value(create_args->chunk), create_args->node.value_or(-1));
+      ArenaCreated created = create_arena_with_control(context.os(), create_args->name, layout, options);
       if (create_args->json) {
-        print_json(arena_report_json(report));
+        Json json = arena_report_json(created.data);
+        json["control"] = arena_control_json(created, layout);
+        print_json(json);
       } else {
-        std::cout << arena_report_table(report);
+        std::cout << arena_report_table(created.data) << arena_control_line(created, layout);
       }
       return 0;
     };
@@ -61,7 +68,7 @@ void add_arena_commands(CLI::App& app, Context& context) {
   list->add_flag("--json", *list_json, "Print JSON (documented in README)");
   list->callback([&context, list_json] {
     context.action = [&context, list_json] {
-      std::vector<ArenaListing> listings = list_arenas(context.os());
+      std::vector<ArenaEntry> listings = list_arenas_with_control(context.os());
       if (*list_json) {
         print_json(arena_listing_json(listings));
       } else if (listings.empty()) {
@@ -74,12 +81,13 @@ void add_arena_commands(CLI::App& app, Context& context) {
   });
 
   auto destroy_name = std::make_shared<std::string>();
-  CLI::App* destroy = arena->add_subcommand("destroy", "Remove an arena and all its files");
+  CLI::App* destroy = arena->add_subcommand("destroy", "Remove an arena, its control segment and all its files");
   destroy->add_option("NAME", *destroy_name, "Arena name")->required();
   destroy->callback([&context, destroy_name] {
     context.action = [&context, destroy_name] {
-      size_t removed = destroy_arena(context.os(), *destroy_name);
-      std::cout << "destroyed arena '" << *destroy_name << "' (" << removed << " region files)\n";
+      ArenaDestroyed destroyed = destroy_arena_with_control(context.os(), *destroy_name);
+      std::cout << "destroyed arena '" << *destroy_name << "' (" << destroyed.region_files << " region files"
+                << (destroyed.control_removed ? ", control segment" : "") << ")\n";
       return 0;
     };
   });

@@ -10,9 +10,11 @@
 #include "base/table.h"
 #include "bench/fence_bench.h"
 #include "bench/host_pin_bench.h"
+#include "bench/ring_bench.h"
 #include "cli/command.h"
 #include "cli/gpu_bench_commands.h"
 #include "cli/spill_bench_command.h"
+#include "ipc/report.h"
 
 namespace hugepin::cli {
 namespace {
@@ -164,6 +166,76 @@ int run_fence(const FenceArgs& args) {
   return 0;
 }
 
+struct RingArgs {
+  uint64_t count = 5'000'000;
+  std::vector<uint32_t> batches{1, 32};
+  uint64_t latency_samples = 100'000;
+  double latency_interval_us = 5;
+  unsigned repeat = 3;
+  bool json = false;
+};
+
+std::string ns_cell(double ns) { return ns > 0 ? fixed(ns, 0) : "-"; }
+
+Json ring_row_json(const bench::RingBenchRow& row, double boost_rate) {
+  auto summary = [](const bench::Summary& s) { return Json{{"median", s.median}, {"min", s.min}, {"max", s.max}}; };
+  Json json = {{"method", row.method}, {"batch", row.batch}, {"reports_per_second", summary(row.reports_per_second)},
+               {"vs_boost", boost_rate > 0 ? Json(row.reports_per_second.median / boost_rate) : Json(nullptr)}};
+  if (row.latency_p50_ns > 0) {
+    json["latency_ns"] = {{"p50", row.latency_p50_ns}, {"p99", row.latency_p99_ns}, {"max", row.latency_max_ns}};
+  } else {
+    json["latency_ns"] = nullptr;
+  }
+  return json;
+}
+
+// The Boost row of the same batch size, if there is one.
+double boost_rate_for(const std::vector<bench::RingBenchRow>& rows, const bench::RingBenchRow& row) {
+  for (const bench::RingBenchRow& other : rows) {
+    if (!other.ours && other.batch == row.batch) return other.reports_per_second.median;
+  }
+  return 0;
+}
+
+int run_ring(Context& context, const RingArgs& args) {
+  bench::RingBenchOptions options;
+  options.count = args.count;
+  options.batches = args.batches;
+  options.latency_samples = args.latency_samples;
+  options.latency_interval_ns = static_cast<uint64_t>(args.latency_interval_us * 1000);
+  options.repeat = args.repeat;
+  const bool show_progress = isatty(STDERR_FILENO) != 0;
+  auto progress = [&](const std::string& line) {
+    if (show_progress) std::cerr << "\r\033[K  " << line << std::flush;
+  };
+  bench::RingBenchResult result = bench::run_ring_bench(context.os(), options, progress);
+  if (show_progress) std::cerr << "\r\033[K";
+
+  if (args.json) {
+    Json rows = Json::array();
+    for (const bench::RingBenchRow& row : result.rows) rows.push_back(ring_row_json(row, boost_rate_for(result.rows, row)));
+    print_json({{"benchmark", "ring"}, {"record_bytes", sizeof(Report)}, {"capacity", bench::kRingBenchCapacity},
+                {"count", options.count}, {"repeat", options.repeat}, {"latency_samples", options.latency_samples},
+                {"latency_interval_ns", options.latency_interval_ns}, {"producer_cpu", result.producer_cpu},
+                {"consumer_cpu", result.consumer_cpu}, {"rows", rows}});
+    return 0;
+  }
+  std::cout << "reports between two processes: " << options.count << " per run (median of " << options.repeat
+            << "), rings of " << bench::kRingBenchCapacity << " x " << sizeof(Report) << " bytes; latency at one report every "
+            << fixed(args.latency_interval_us, 1) << " us; producer on CPU " << result.producer_cpu << ", consumer on CPU "
+            << result.consumer_cpu << "\n";
+  Table table({"METHOD", "BATCH", "REPORTS/s", "SPREAD", "vs Boost", "p50 ns", "p99 ns"}, {Table::Align::kLeft});
+  for (const bench::RingBenchRow& row : result.rows) {
+    const double boost = boost_rate_for(result.rows, row);
+    table.add_row({row.method, std::to_string(row.batch), fixed(row.reports_per_second.median / 1e6, 1) + " M",
+                   fixed(100 * row.reports_per_second.spread(), 0) + "%",
+                   boost > 0 ? fixed(row.reports_per_second.median / boost, 2) + "x" : "-", ns_cell(row.latency_p50_ns),
+                   ns_cell(row.latency_p99_ns)});
+  }
+  std::cout << table.render();
+  return 0;
+}
+
 }  // namespace
 
 void add_bench_commands(CLI::App& app, Context& context) {
@@ -203,6 +275,19 @@ void add_bench_commands(CLI::App& app, Context& context) {
 
   add_gpu_bench_commands(*bench, context);
   add_spill_bench_command(*bench, context);
+  auto ring_args = std::make_shared<RingArgs>();
+  CLI::App* ring = bench->add_subcommand("ring", "Reports between two processes: hugepin's ring vs Boost.Lockfree spsc_queue");
+  ring->add_option("--count", ring_args->count, "Reports per throughput run")->check(CLI::Range(uint64_t{1}, uint64_t{1} << 40));
+  ring->add_option("--batch", ring_args->batches, "Batch sizes, comma-separated")
+      ->delimiter(',')
+      ->check(CLI::Range(1u, bench::kRingBenchCapacity));
+  ring->add_option("--latency-samples", ring_args->latency_samples, "Reports in each latency run")
+      ->check(CLI::Range(uint64_t{100}, uint64_t{1} << 32));
+  ring->add_option("--interval", ring_args->latency_interval_us, "Microseconds between reports in latency runs")
+      ->check(CLI::Range(0.1, 1e6));
+  ring->add_option("--repeat", ring_args->repeat, "Throughput runs per row")->check(CLI::Range(1, 100));
+  ring->add_flag("--json", ring_args->json, "Print JSON");
+  ring->callback([&context, ring_args] { context.action = [&context, ring_args] { return run_ring(context, *ring_args); }; });
 }
 
 }  // namespace hugepin::cli

@@ -43,6 +43,7 @@ void add_snapshot_commands(CLI::App& app, Context& context);
 void add_demo_command(CLI::App& app, Context& context);
 void add_bench_commands(CLI::App& app, Context& context);
 void add_shim_commands(CLI::App& app, Context& context);
+void add_inspect_commands(CLI::App& app, Context& context);
 
 // --- helpers for command files ---
 

@@ -25,6 +25,7 @@ int main(int argc, char** argv) {
   cli::add_snapshot_commands(app, context);
   cli::add_demo_command(app, context);
   cli::add_bench_commands(app, context);
+  cli::add_inspect_commands(app, context);
   cli::add_shim_commands(app, context);
 
   try {

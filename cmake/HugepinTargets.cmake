@@ -9,7 +9,8 @@ set(HUGEPIN_SANITIZE "")
 if(HUGEPIN_TSAN)
   set(HUGEPIN_SANITIZE -fsanitize=thread)
 elseif(HUGEPIN_ASAN)
-  set(HUGEPIN_SANITIZE -fsanitize=address,undefined -fno-omit-frame-pointer)
+  # UBSan's findings fail the run instead of scrolling past.
+  set(HUGEPIN_SANITIZE -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer)
 endif()
 
 # hugepin_target_defaults(TARGET): include root, warnings, sanitizers.

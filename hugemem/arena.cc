@@ -57,6 +57,16 @@ void remove_created(Os& os, std::vector<PendingRegion>& pending) {
   for (const std::string& dir : dirs) os.rmdir(dir);  // fails harmlessly when not empty
 }
 
+// A group-shared arena's directory belongs to its group, or members could not reach its files.
+void share_dir_with_group(Os& os, const std::string& dir, gid_t group) {
+  int fd = os.open(dir, O_RDONLY | O_DIRECTORY, 0);
+  if (fd < 0) throw_errno(cat("cannot open ", dir), -fd);
+  int rc = os.fchown(fd, static_cast<uid_t>(-1), group);
+  if (rc == 0) rc = os.fchmod(fd, 0770);
+  os.close(fd);
+  if (rc < 0) throw_errno(cat("cannot give ", dir, " to group ", group), -rc);
+}
+
 // Creates, sizes, maps and binds one region file (the "reserve" phase).
 void reserve_region(Os& os, PendingRegion& region, const ArenaOptions& options) {
   auto start = Clock::now();
@@ -70,6 +80,7 @@ void reserve_region(Os& os, PendingRegion& region, const ArenaOptions& options) 
   if (int rc = make_dir(os, top, 0755); rc < 0) throw_errno(cat("cannot create ", top), -rc);
   mode_t dir_mode = options.group ? 0770 : 0700;
   if (int rc = make_dir(os, region.dir, dir_mode); rc < 0) throw_errno(cat("cannot create ", region.dir), -rc);
+  if (options.group) share_dir_with_group(os, region.dir, *options.group);
 
   mode_t file_mode = options.group ? (options.mode | 0060) & 0660 : options.mode;
   int fd = os.open(region.path, O_RDWR | O_CREAT | O_EXCL, file_mode);

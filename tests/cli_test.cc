@@ -1,7 +1,10 @@
 // The hugepin command as users run it: exit statuses, one-line errors, JSON that parses.
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
+#include <unistd.h>
+
 #include <cstdio>
+#include <sstream>
 #include <string>
 
 #include "tests/support/run_command.h"
@@ -19,7 +22,9 @@ std::string tree(const std::string& name) { return hugepin::test::test_data_path
 TEST_CASE("--help exits 0 and lists the commands") {
   Run run = run_hugepin("--help");
   CHECK(run.status == 0);
-  for (const char* command : {"pool", "arena", "demo", "bench", "shim"}) CHECK(run.out.find(command) != std::string::npos);
+  for (const char* command : {"pool", "arena", "demo", "bench", "shim", "inspect", "metrics"}) {
+    CHECK(run.out.find(command) != std::string::npos);
+  }
   CHECK(run_hugepin("pool set --help").status == 0);
 }
 
@@ -123,4 +128,91 @@ TEST_CASE("shim list with no shim processes says so") {
   Run json = hugepin::test::run_command("HUGEPIN_SHM_DIR=" + dir.path() + " " + std::string(HUGEPIN_CLI_PATH) +
                                         " shim list --json");
   CHECK(nlohmann::json::parse(json.out)["processes"].empty());
+}
+
+TEST_CASE("arena create --chunk, list, inspect, metrics and destroy, with the control segment") {
+  const std::string name = "cli-test-" + std::to_string(getpid());
+  struct Cleanup {
+    std::string name;
+    ~Cleanup() { run_hugepin("arena destroy " + name); }
+  } cleanup{name};
+  Run create = run_hugepin("arena create " + name + " --size 8M --ranks 2 --chunk 1M --pagesize 4K --json");
+  REQUIRE(create.status == 0);
+  auto created = nlohmann::json::parse(create.out);
+  CHECK(created["control"]["path"] == "/dev/shm/hugepin." + name);
+  CHECK(created["control"]["chunk_count"] == 4);
+  CHECK(created["control"]["tp"] == 2);
+
+  auto listed = nlohmann::json::parse(run_hugepin("arena list --json").out);
+  bool found = false;
+  for (const auto& arena : listed["arenas"]) {
+    if (arena["name"] != name) continue;
+    found = true;
+    CHECK(arena["control"]["mode"] == 0600);
+    CHECK(arena["regions"].size() == 2);
+  }
+  CHECK(found);
+
+  Run inspect = run_hugepin("inspect " + name + " --json");
+  REQUIRE(inspect.status == 0);
+  auto arena = nlohmann::json::parse(inspect.out)["arenas"][0];
+  CHECK(arena["tp"] == 2);
+  CHECK(arena["chunk_count"] == 4);
+  CHECK(arena["ranks"][1]["state"] == "created");
+  CHECK(arena["ranks"][1]["ring"]["reports_per_second"].is_null());  // one sample: no rate
+
+  Run table = run_hugepin("inspect " + name);
+  CHECK(table.status == 0);
+  CHECK(table.out.find("arena " + name + ": tp 2 x pp 1, 4 chunks of 1 block") == 0);
+
+  Run watch = run_hugepin("inspect " + name + " --json --watch 0.05 --count 3");
+  REQUIRE(watch.status == 0);
+  std::istringstream lines(watch.out);
+  std::string line;
+  int samples = 0;
+  while (std::getline(lines, line)) {
+    auto sample = nlohmann::json::parse(line);
+    CHECK(sample["arenas"][0]["ranks"][0]["ring"]["reports_per_second"].is_null() == (samples == 0));
+    ++samples;
+  }
+  CHECK(samples == 3);
+
+  Run metrics = run_hugepin("metrics " + name);
+  CHECK(metrics.status == 0);
+  CHECK(metrics.out.find("# TYPE hugepin_ring_reports_posted_total counter") != std::string::npos);
+  CHECK(metrics.out.find("hugepin_arena_up{arena=\"" + name + "\"} 1") != std::string::npos);
+
+  Run destroy = run_hugepin("arena destroy " + name);
+  CHECK(destroy.status == 0);
+  CHECK(destroy.out.find("2 region files, control segment") != std::string::npos);
+  CHECK(run_hugepin("inspect " + name).status == 1);
+}
+
+TEST_CASE("inspect, metrics and arena create refuse what is wrong with one line") {
+  Run missing = run_hugepin("inspect no-such-arena-here");
+  CHECK(missing.status == 1);
+  CHECK(missing.out.find("arena 'no-such-arena-here' has no control segment") != std::string::npos);
+  CHECK(std::count(missing.out.begin(), missing.out.end(), '\n') == 1);
+  CHECK(run_hugepin("metrics no-such-arena-here").status == 1);
+  CHECK(run_hugepin("inspect --watch 0").status == 2);
+  Run small = run_hugepin("arena create tiny-" + std::to_string(getpid()) + " --size 1M --ranks 1 --chunk 2M --pagesize 4K");
+  CHECK(small.status == 1);
+  CHECK(small.out.find("less than one --chunk of 2.00 MiB") != std::string::npos);
+  CHECK(run_hugepin("arena create x --size 1M --ranks 1 --chunk 2Q").status == 2);
+}
+
+TEST_CASE("bench ring runs both queues and prints JSON") {
+  Run run = run_hugepin("bench ring --count 20000 --repeat 1 --latency-samples 1000 --interval 1 --batch 1,8 --json");
+  REQUIRE(run.status == 0);
+  auto json = nlohmann::json::parse(run.out);
+  CHECK(json["benchmark"] == "ring");
+  CHECK(json["record_bytes"] == 32);
+  REQUIRE(json["rows"].size() == 5);
+  CHECK(json["rows"][0]["method"] == "hugepin ReportRing");
+  CHECK(json["rows"][1]["method"] == "Boost.Lockfree spsc_queue");
+  CHECK(json["rows"][1]["vs_boost"] == 1.0);
+  CHECK(json["rows"][0]["latency_ns"]["p99"].get<double>() > 0);
+  CHECK(json["rows"][2]["batch"] == 8);
+  CHECK(json["rows"][2]["latency_ns"].is_null());
+  CHECK(json["rows"][4]["method"] == "hugepin ReportRing, consumer sleeps");
 }

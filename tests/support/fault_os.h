@@ -68,6 +68,12 @@ class ForwardingOs : public Os {
     return target_.query_page_nodes(count, pages, nodes);
   }
   int set_thread_cpus(const std::vector<int>& cpus) override { return target_.set_thread_cpus(cpus); }
+  int send_signal(pid_t pid, int signal) override { return target_.send_signal(pid, signal); }
+  int futex_wait(const std::atomic<uint32_t>* word, uint32_t expected, int64_t timeout_ns) override {
+    return target_.futex_wait(word, expected, timeout_ns);
+  }
+  int futex_wake(const std::atomic<uint32_t>* word, int count) override { return target_.futex_wake(word, count); }
+  int membarrier(int command) override { return target_.membarrier(command); }
 
  protected:
   Os& target_;

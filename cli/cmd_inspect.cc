@@ -1,0 +1,116 @@
+// hugepin inspect [NAME] [--json] [--watch SECONDS] and hugepin metrics [NAME]: read-only views
+// of the control segments in /dev/shm. They open segments read-only, take no lock, write nothing.
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <iostream>
+#include <thread>
+
+#include "cli/command.h"
+#include "cli/inspect_view.h"
+#include "ipc/doorbell.h"
+#include "ipc/inspect.h"
+#include "ipc/metrics.h"
+
+namespace hugepin::cli {
+namespace {
+
+struct InspectArgs {
+  std::string name;
+  bool json = false;
+  double watch_seconds = 0;
+  uint64_t count = 0;  // samples under --watch; 0: until interrupted
+};
+
+// One arena (an unknown one is an error) or every arena.
+std::vector<InspectEntry> take_sample(Os& os, const std::string& name) {
+  if (name.empty()) return inspect_arenas(os);
+  return {InspectEntry{name, inspect_arena(os, name), ""}};
+}
+
+RatesByArena rates_between(const std::vector<InspectEntry>& before, const std::vector<InspectEntry>& after) {
+  RatesByArena rates;
+  for (const InspectEntry& now : after) {
+    for (const InspectEntry& then : before) {
+      if (now.snapshot && then.snapshot && now.name == then.name) rates[now.name] = ring_rates(*then.snapshot, *now.snapshot);
+    }
+  }
+  return rates;
+}
+
+void print_sample(const std::vector<InspectEntry>& entries, const RatesByArena& rates, const InspectArgs& args) {
+  const int64_t now = monotonic_ns();
+  if (args.json) {
+    // Under --watch, one compact document per line (JSON Lines); otherwise indented.
+    if (args.watch_seconds > 0) {
+      std::cout << inspect_json(entries, rates, now).dump() << std::endl;
+    } else {
+      print_json(inspect_json(entries, rates, now));
+    }
+    return;
+  }
+  if (args.watch_seconds > 0 && isatty(STDOUT_FILENO) != 0) std::cout << "\033[H\033[2J";
+  std::cout << inspect_text(entries, rates, now) << std::flush;
+}
+
+int run_inspect(Context& context, const InspectArgs& args) {
+  Os& os = context.os();
+  std::vector<InspectEntry> previous = take_sample(os, args.name);
+  print_sample(previous, {}, args);
+  if (args.watch_seconds <= 0) return 0;
+  const auto interval = std::chrono::duration<double>(args.watch_seconds);
+  for (uint64_t sample = 1; args.count == 0 || sample < args.count; ++sample) {
+    std::this_thread::sleep_for(interval);
+    std::vector<InspectEntry> current = take_sample(os, args.name);
+    if (!args.json && isatty(STDOUT_FILENO) == 0) std::cout << "\n";
+    print_sample(current, rates_between(previous, current), args);
+    previous = std::move(current);
+  }
+  return 0;
+}
+
+int run_metrics(Context& context, const std::string& name) {
+  Os& os = context.os();
+  std::vector<InspectEntry> entries;
+  if (name.empty()) {
+    entries = inspect_arenas(os);
+  } else {
+    try {
+      entries.push_back({name, inspect_arena(os, name), ""});
+    } catch (const Error& error) {
+      if (error.errno_value() == ENOENT) throw;  // no such arena
+      entries.push_back({name, std::nullopt, error.what()});
+    }
+  }
+  for (const InspectEntry& entry : entries) {
+    if (!entry.snapshot) std::cerr << "hugepin: warning: arena " << entry.name << ": " << entry.error << "\n";
+  }
+  std::cout << metrics_text(entries, monotonic_ns());
+  return 0;
+}
+
+}  // namespace
+
+void add_inspect_commands(CLI::App& app, Context& context) {
+  auto inspect_args = std::make_shared<InspectArgs>();
+  CLI::App* inspect = app.add_subcommand("inspect", "Show arenas: regions, attached workers, rings, scheduler figures");
+  inspect->add_option("NAME", inspect_args->name, "Arena (default: every arena on the machine)");
+  inspect->add_flag("--json", inspect_args->json, "Print JSON (documented in README)");
+  inspect->add_option("--watch", inspect_args->watch_seconds, "Print again every SECONDS, with ring rates")
+      ->check(CLI::Range(0.01, 86400.0));
+  inspect->add_option("--count", inspect_args->count, "With --watch: stop after this many samples")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 40));
+  inspect->callback([&context, inspect_args] {
+    context.action = [&context, inspect_args] { return run_inspect(context, *inspect_args); };
+  });
+
+  auto metrics_name = std::make_shared<std::string>();
+  CLI::App* metrics = app.add_subcommand("metrics", "Print the inspector's figures in Prometheus text format");
+  metrics->add_option("NAME", *metrics_name, "Arena (default: every arena on the machine)");
+  metrics->callback([&context, metrics_name] {
+    context.action = [&context, metrics_name] { return run_metrics(context, *metrics_name); };
+  });
+}
+
+}  // namespace hugepin::cli

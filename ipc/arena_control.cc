@@ -1,0 +1,230 @@
+#include "ipc/arena_control.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <map>
+
+#include "base/error.h"
+#include "base/log.h"
+#include "base/process.h"
+#include "hugemem/naming.h"
+#include "ipc/owner_word.h"
+
+namespace hugepin {
+namespace {
+
+std::vector<RegionRequest> region_requests(const ArenaLayout& layout) {
+  std::vector<RegionRequest> requests;
+  for (const RankLayout& rank : layout.ranks) {
+    requests.push_back({flat_rank_of(layout, rank), rank.region_bytes, rank.numa_node});
+  }
+  std::sort(requests.begin(), requests.end(),
+            [](const RegionRequest& a, const RegionRequest& b) { return a.rank < b.rank; });
+  return requests;
+}
+
+std::optional<SegmentFile> stat_segment(Os& os, const std::string& path) {
+  int fd = os.open(path, O_PATH, 0);
+  if (fd < 0) return std::nullopt;
+  struct stat st {};
+  int rc = os.fstat(fd, &st);
+  os.close(fd);
+  if (rc < 0 || !S_ISREG(st.st_mode)) return std::nullopt;
+  return SegmentFile{path, static_cast<uint64_t>(st.st_size), st.st_uid, st.st_gid, st.st_mode & 07777};
+}
+
+void warn_live_workers(Os& os, std::string_view name) {
+  try {
+    ControlSegment segment = ControlSegment::open(os, name, SegmentAccess::kReadOnly);
+    for (uint32_t rank = 0; rank < segment.header().rank_count; ++rank) {
+      RankStatus status = read_rank_status(os, segment.view().regions[rank]);
+      if (status.alive) {
+        log::warn(cat("arena '", name, "': rank ", rank, " is still attached by live pid ", status.pid,
+                      " (its mapping stays valid until it exits)"));
+      }
+    }
+  } catch (const Error&) {
+    // A corrupt or unreadable segment is removed all the same.
+  }
+}
+
+}  // namespace
+
+ArenaCreated create_arena_with_control(Os& os, std::string_view name, const ArenaLayout& layout,
+                                       const ArenaOptions& options, const ControlOptions& control,
+                                       const RegionProgress& progress) {
+  check_arena_name(name);
+  check_layout(layout);
+  SegmentOptions segment_options{control.ring_capacity, options.mode, options.group};
+  if (ReportRing::memsize(control.ring_capacity) == 0) {
+    throw Error(cat("ring capacity ", control.ring_capacity, " is not a power of two from ", ReportRing::kMinCapacity,
+                    " to ", ReportRing::kMaxCapacity));
+  }
+  const std::string path = control_segment_path(name);
+  if (stat_segment(os, path)) {
+    throw Error(cat("arena '", name, "' already exists (control segment ", path,
+                    "): destroy it first with hugepin arena destroy ", name), EEXIST);
+  }
+  ArenaCreated created;
+  created.data = create_arena(os, name, region_requests(layout), options, progress);
+  try {
+    create_control_segment(os, name, layout, created.data.regions, segment_options);
+    // Read it back as every other process will: a segment this build cannot parse is a failure now.
+    ControlSegment segment = ControlSegment::open(os, name, SegmentAccess::kReadOnly);
+    created.segment_path = segment.path();
+    created.segment_bytes = segment.size();
+    created.ring_capacity = segment.header().ring_capacity;
+  } catch (...) {
+    remove_control_segment(os, name);
+    destroy_arena(os, name, options);
+    throw;
+  }
+  return created;
+}
+
+std::vector<ArenaEntry> list_arenas_with_control(Os& os, const ArenaOptions& where) {
+  std::map<std::string, ArenaEntry> entries;
+  std::vector<std::string> files;
+  if (os.list_data_dir(std::string(kControlSegmentDir), &files) == 0) {
+    for (const std::string& file : files) {
+      std::string arena = arena_of_segment_file(file);
+      if (arena.empty()) continue;
+      if (auto segment = stat_segment(os, cat(kControlSegmentDir, "/", file))) {
+        entries[arena].name = arena;
+        entries[arena].control = segment;
+      }
+    }
+  }
+  for (ArenaListing& listing : list_arenas(os, where)) {
+    ArenaEntry& entry = entries[listing.name];
+    entry.name = listing.name;
+    entry.regions = std::move(listing.regions);
+  }
+  std::vector<ArenaEntry> result;
+  for (auto& [name, entry] : entries) result.push_back(std::move(entry));
+  return result;
+}
+
+ArenaDestroyed destroy_arena_with_control(Os& os, std::string_view name, const ArenaOptions& where) {
+  check_arena_name(name);
+  warn_live_workers(os, name);
+  ArenaDestroyed destroyed;
+  destroyed.control_removed = remove_control_segment(os, name);
+  try {
+    destroyed.region_files = destroy_arena(os, name, where);
+  } catch (const Error&) {
+    if (!destroyed.control_removed) throw;  // neither a segment nor data: no such arena
+    // A segment without data directories (a crash between the two): removing it was all.
+  }
+  return destroyed;
+}
+
+// --- ArenaControl ---
+
+ArenaControl ArenaControl::adopt(Os& os, std::string_view name) {
+  ArenaControl control;
+  control.os_ = &os;
+  control.segment_ = ControlSegment::open(os, name, SegmentAccess::kReadWrite);
+  SchedulerCounters& counters = control.segment_.scheduler_counters();
+  const uint64_t mine = owner_word(self_identity(os));
+  for (;;) {
+    // Acquire pairs with the release compare-and-swaps below and in release().
+    uint64_t holder = counters.owner.load(std::memory_order_acquire);
+    if (holder == mine) throw Error(cat("this process already holds the scheduler role of arena '", name, "'"), EBUSY);
+    if (owner_alive(os, holder)) {
+      throw Error(cat("arena '", name, "' already has a scheduler: live pid ", owner_pid(holder)), EBUSY);
+    }
+    if (counters.owner.compare_exchange_weak(holder, mine, std::memory_order_acq_rel)) break;
+  }
+  control.owner_ = mine;
+  // Sleepers counted by a scheduler that died asleep would cost every push a wake-up call.
+  control.segment_.doorbell().sleepers.store(0, std::memory_order_relaxed);
+  // acq_rel: after the previous adopter's bump; pairs with the acquire load in snapshot_segment.
+  control.generation_ = control.segment_.block().generation.fetch_add(1, std::memory_order_acq_rel) + 1;
+  for (uint32_t rank = 0; rank < control.header().rank_count; ++rank) {
+    control.rings_.push_back(&control.segment_.ring(rank));
+  }
+  return control;
+}
+
+ArenaControl::~ArenaControl() { release(); }
+
+ArenaControl::ArenaControl(ArenaControl&& other) noexcept
+    : os_(other.os_),
+      segment_(std::move(other.segment_)),
+      owner_(std::exchange(other.owner_, 0)),
+      generation_(other.generation_),
+      rings_(std::move(other.rings_)) {}
+
+ArenaControl& ArenaControl::operator=(ArenaControl&& other) noexcept {
+  if (this != &other) {
+    release();
+    os_ = other.os_;
+    segment_ = std::move(other.segment_);
+    owner_ = std::exchange(other.owner_, 0);
+    generation_ = other.generation_;
+    rings_ = std::move(other.rings_);
+  }
+  return *this;
+}
+
+void ArenaControl::release() {
+  if (owner_ == 0) return;
+  if (getpid() != owner_pid(owner_)) {  // a forked child: the role is its parent's
+    owner_ = 0;
+    return;
+  }
+  uint64_t expected = owner_;
+  // Release pairs with the acquire load in adopt(): the next scheduler sees what this one did.
+  segment_.scheduler_counters().owner.compare_exchange_strong(expected, kNoOwner, std::memory_order_release);
+  owner_ = 0;
+}
+
+ArenaLayout ArenaControl::layout() const {
+  const SegmentView& view = segment_.view();
+  ArenaLayout layout;
+  layout.tp = view.header.tp;
+  layout.pp = view.header.pp;
+  layout.blocks_per_chunk = view.header.blocks_per_chunk;
+  layout.chunk_count = view.header.chunk_count;
+  layout.plan_json = std::string(view.plan_json);
+  for (uint32_t rank = 0; rank < view.header.rank_count; ++rank) {
+    const RegionRecord& record = view.regions[rank];
+    layout.ranks.push_back({record.tp_rank, record.pp_rank, record.payload_bytes_per_block, record.bytes,
+                            record.node_requested});
+  }
+  return layout;
+}
+
+size_t ArenaControl::consume(uint32_t rank, std::span<Report> out) {
+  const auto max = static_cast<uint32_t>(std::min<size_t>(out.size(), UINT32_MAX));
+  return rings_[rank]->pop_batch(*os_, out.data(), max);
+}
+
+bool ArenaControl::wait_for_reports(int64_t timeout_ns) {
+  return wait_for_any(*os_, segment_.doorbell(), rings_, timeout_ns);
+}
+
+RankStatus ArenaControl::rank_status(uint32_t rank) { return read_rank_status(*os_, segment_.region(rank)); }
+
+bool ArenaControl::mark_dead_if_gone(uint32_t rank) {
+  RegionRecord& record = segment_.region(rank);
+  // Acquire pairs with the release compare-and-swaps of `status` (update_status) and of `owner`
+  // (claim and release) in rank_attachment.cc.
+  uint64_t status = record.status.load(std::memory_order_acquire);
+  const uint64_t holder = record.owner.load(std::memory_order_acquire);
+  if (holder == kNoOwner || status_state(status) == static_cast<uint8_t>(RankState::kDead)) return false;
+  if (owner_alive(*os_, holder)) return false;
+  // Fails when a new worker attached since `status` was read: its attach bumped the generation.
+  return record.status.compare_exchange_strong(status, pack_status(status_generation(status), RankState::kDead),
+                                               std::memory_order_acq_rel);
+}
+
+void ArenaControl::publish(const PublishedFigures& figures) {
+  write_scheduler_figures(segment_.scheduler_counters(), figures);
+}
+
+}  // namespace hugepin

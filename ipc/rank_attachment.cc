@@ -1,0 +1,222 @@
+#include "ipc/rank_attachment.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <utility>
+
+#include "base/error.h"
+#include "base/log.h"
+#include "base/process.h"
+#include "base/size.h"
+#include "ipc/owner_word.h"
+
+namespace hugepin {
+namespace {
+
+std::string rank_name(std::string_view arena, uint32_t rank, uint32_t tp_rank, uint32_t pp_rank) {
+  return cat("rank ", rank, " (tp ", tp_rank, ", pp ", pp_rank, ") of arena '", arena, "'");
+}
+
+// Claims `record` for `mine`; returns the dead holder it replaced (kNoOwner when it was free).
+uint64_t claim(Os& os, RegionRecord& record, uint64_t mine, const std::string& name) {
+  for (;;) {
+    // Acquire pairs with the release compare-and-swap of the previous holder (attach or detach).
+    uint64_t holder = record.owner.load(std::memory_order_acquire);
+    if (holder == mine) throw Error(cat(name, " is already attached by this process (pid ", owner_pid(mine), ")"), EBUSY);
+    if (owner_alive(os, holder)) {
+      throw Error(cat(name, " is attached by live pid ", owner_pid(holder), ": one worker per rank"), EBUSY);
+    }
+    if (record.owner.compare_exchange_weak(holder, mine, std::memory_order_acq_rel)) return holder;
+  }
+}
+
+// Moves the state to `state`, bumping the attach generation when `new_generation`; returns the
+// generation. A compare-and-swap loop: the scheduler may mark the rank dead meanwhile.
+uint64_t update_status(RegionRecord& record, RankState state, bool new_generation) {
+  // Acquire pairs with the release compare-and-swaps below and in ArenaControl::mark_dead_if_gone.
+  uint64_t status = record.status.load(std::memory_order_acquire);
+  for (;;) {
+    const uint64_t generation = status_generation(status) + (new_generation ? 1 : 0);
+    // Release pairs with the acquire loads in read_rank_status and mark_dead_if_gone.
+    if (record.status.compare_exchange_weak(status, pack_status(generation, state), std::memory_order_acq_rel)) {
+      return generation;
+    }
+  }
+}
+
+}  // namespace
+
+RankAttachment RankAttachment::attach(Os& os, std::string_view arena, uint32_t tp_rank, uint32_t pp_rank,
+                                      const AttachOptions& options) {
+  RankAttachment attachment;
+  attachment.os_ = &os;
+  attachment.post_timeout_ns_ = options.post_timeout_ns;
+  attachment.segment_ = ControlSegment::open(os, arena, SegmentAccess::kReadWrite);
+  const SegmentHeader& header = attachment.segment_.header();
+  if (tp_rank >= header.tp || pp_rank >= header.pp) {
+    throw Error(cat("rank (tp ", tp_rank, ", pp ", pp_rank, ") is outside arena '", arena, "' (tp ", header.tp, " x pp ",
+                    header.pp, ")"));
+  }
+  const uint32_t rank = flat_rank(tp_rank, pp_rank, header.tp);
+  const std::string name = rank_name(arena, rank, tp_rank, pp_rank);
+  RegionRecord& record = attachment.segment_.region(rank);
+  const ProcessIdentity self = self_identity(os);
+  const uint64_t mine = owner_word(self);
+  const uint64_t replaced = claim(os, record, mine, name);
+  attachment.record_ = &record;
+  attachment.rank_ = rank;
+  attachment.owner_ = mine;
+  attachment.pid_ = self.pid;
+  attachment.ring_ = &attachment.segment_.ring(rank);
+  bool status_set = false;
+  try {
+    const std::string path(attachment.segment_.view().backing_paths[rank]);
+    attachment.region_ = MappedRegion::open(os, path, /*writable=*/true);
+    if (attachment.region_.size() != record.bytes) {
+      throw Error(cat(name, ": region file ", path, " is ", attachment.region_.size(), " bytes, the control segment says ",
+                      record.bytes));
+    }
+    if (replaced != kNoOwner) {
+      attachment.took_over_ = true;
+      record.takeovers.fetch_add(1, std::memory_order_relaxed);
+      // A dead producer may have died asleep on the ring's space doorbell.
+      attachment.ring_->forget_producer_sleep();
+    }
+    attachment.attach_generation_ = update_status(record, RankState::kAttached, /*new_generation=*/true);
+    status_set = true;
+    record.heartbeat_ns.store(monotonic_ns(), std::memory_order_relaxed);
+    attachment.post(ReportKind::kAttach, static_cast<uint64_t>(self.pid));
+  } catch (...) {
+    if (status_set) update_status(record, RankState::kDetached, /*new_generation=*/false);
+    attachment.release();
+    throw;
+  }
+  return attachment;
+}
+
+RankAttachment::~RankAttachment() {
+  if (!attached()) return;
+  try {
+    detach();
+  } catch (const std::exception& error) {
+    log::warn(cat("detaching rank ", rank_, ": ", error.what()));
+  }
+}
+
+RankAttachment::RankAttachment(RankAttachment&& other) noexcept { take(other); }
+
+RankAttachment& RankAttachment::operator=(RankAttachment&& other) noexcept {
+  if (this != &other) {
+    { RankAttachment old(std::move(*this)); }  // detaches what this held
+    take(other);
+  }
+  return *this;
+}
+
+void RankAttachment::take(RankAttachment& other) noexcept {
+  os_ = other.os_;
+  segment_ = std::move(other.segment_);
+  region_ = std::move(other.region_);
+  record_ = std::exchange(other.record_, nullptr);
+  ring_ = std::exchange(other.ring_, nullptr);
+  rank_ = other.rank_;
+  owner_ = std::exchange(other.owner_, 0);
+  pid_ = other.pid_;
+  took_over_ = other.took_over_;
+  attach_generation_ = other.attach_generation_;
+  post_timeout_ns_ = other.post_timeout_ns_;
+}
+
+void RankAttachment::release() {
+  if (owner_ == 0) return;
+  uint64_t expected = owner_;
+  // Release pairs with the acquire load in claim(): the next worker sees everything this one did.
+  record_->owner.compare_exchange_strong(expected, kNoOwner, std::memory_order_release);
+  owner_ = 0;
+}
+
+void RankAttachment::detach() {
+  if (!attached()) return;
+  if (getpid() != pid_) {  // a forked child: the rank belongs to the parent
+    owner_ = 0;
+    return;
+  }
+  struct Release {
+    RankAttachment* self;
+    ~Release() { self->release(); }
+  } release_anyway{this};
+  try {
+    post(ReportKind::kDetach, static_cast<uint64_t>(pid_));
+  } catch (...) {
+    store_state(RankState::kDetached);
+    throw;
+  }
+  store_state(RankState::kDetached);
+}
+
+uint32_t RankAttachment::tp_rank() const { return record_->tp_rank; }
+uint32_t RankAttachment::pp_rank() const { return record_->pp_rank; }
+uint64_t RankAttachment::payload_bytes_per_block() const { return record_->payload_bytes_per_block; }
+
+void RankAttachment::stamp(std::span<Report> reports) const {
+  uint64_t sequence = ring_->produced() + 1;  // this attachment is the one producer
+  const auto now = static_cast<uint64_t>(monotonic_ns());
+  for (Report& report : reports) {
+    report.rank = static_cast<uint16_t>(rank_);
+    report.sequence = sequence++;
+    report.time_ns = now;
+  }
+}
+
+void RankAttachment::post(ReportKind kind, uint64_t value, uint32_t flags) {
+  Report report{kind, 0, flags, 0, value, 0};
+  post_batch(std::span<Report>(&report, 1));
+}
+
+void RankAttachment::post_batch(std::span<Report> reports) {
+  if (!attached()) throw Error(cat("rank ", rank_, " is not attached: cannot post"));
+  stamp(reports);
+  size_t posted = 0;
+  while (posted < reports.size()) {
+    const auto count = static_cast<uint32_t>(std::min<size_t>(reports.size() - posted, ring_->capacity()));
+    const uint32_t n = ring_->push_wait(*os_, reports.data() + posted, count, post_timeout_ns_);
+    posted += n;
+    if (n < count) {
+      throw Error(cat("the report ring of rank ", rank_, " stayed full for ", post_timeout_ns_ / 1'000'000,
+                      " ms (the scheduler is not consuming): posted ", posted, " of ", reports.size(), " reports"),
+                  EAGAIN);
+    }
+  }
+}
+
+size_t RankAttachment::try_post(std::span<Report> reports) {
+  if (!attached()) throw Error(cat("rank ", rank_, " is not attached: cannot post"));
+  stamp(reports);
+  size_t posted = 0;
+  while (posted < reports.size()) {
+    const auto count = static_cast<uint32_t>(std::min<size_t>(reports.size() - posted, UINT32_MAX));
+    const uint32_t n = ring_->push_batch(*os_, reports.data() + posted, count);
+    posted += n;
+    if (n < count) break;
+  }
+  return posted;
+}
+
+bool RankAttachment::heartbeat() {
+  const int64_t now = monotonic_ns();
+  record_->heartbeat_ns.store(now, std::memory_order_relaxed);
+  Report report{ReportKind::kHeartbeat, 0, 0, 0, static_cast<uint64_t>(now), 0};
+  return try_post(std::span<Report>(&report, 1)) == 1;
+}
+
+void RankAttachment::store_state(RankState state) { update_status(*record_, state, /*new_generation=*/false); }
+
+void RankAttachment::set_state(RankState state) {
+  if (!attached()) throw Error(cat("rank ", rank_, " is not attached"));
+  store_state(state);
+}
+
+void RankAttachment::set_pinned_bytes(uint64_t bytes) { record_->pinned_bytes.store(bytes, std::memory_order_relaxed); }
+
+}  // namespace hugepin

@@ -1,0 +1,300 @@
+// Workers attaching to ranks and the scheduler adopting the arena: claims, refusals, takeovers of
+// dead holders, reports on the rings, backpressure, and the scheduler's figures.
+#include <doctest/doctest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <vector>
+
+#include "base/error.h"
+#include "base/process.h"
+#include "ipc/arena_control.h"
+#include "ipc/rank_attachment.h"
+#include "ipc/test_arena.h"
+
+namespace hugepin {
+namespace {
+
+std::string error_of(const std::function<void()>& call) {
+  try {
+    call();
+  } catch (const Error& error) {
+    return error.what();
+  }
+  return "";
+}
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+std::vector<Report> drain(ArenaControl& control, uint32_t rank) {
+  std::vector<Report> all;
+  Report out[64];
+  while (size_t n = control.consume(rank, out)) all.insert(all.end(), out, out + n);
+  return all;
+}
+
+// Forks a child that attaches to (tp_rank, 0) and then dies without detaching (SIGKILL).
+pid_t attach_and_die(const std::string& arena, uint32_t tp_rank) {
+  int pipe_fds[2];
+  REQUIRE(pipe(pipe_fds) == 0);
+  std::fflush(nullptr);
+  pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    char ok = 0;
+    try {
+      RankAttachment attachment = RankAttachment::attach(real_os(), arena, tp_rank, 0);
+      ok = 1;
+      (void)!write(pipe_fds[1], &ok, 1);
+      pause();
+    } catch (const std::exception& error) {
+      std::fprintf(stderr, "child: %s\n", error.what());
+    }
+    (void)!write(pipe_fds[1], &ok, 1);
+    _exit(1);
+  }
+  char ok = 0;
+  REQUIRE(read(pipe_fds[0], &ok, 1) == 1);
+  REQUIRE(ok == 1);
+  close(pipe_fds[0]);
+  close(pipe_fds[1]);
+  kill(pid, SIGKILL);
+  return pid;
+}
+
+}  // namespace
+
+TEST_CASE("a worker attaches to its rank, maps its region and reports it") {
+  test::TestArena arena("attach", test::small_layout(2, 2));
+  ArenaControl scheduler = ArenaControl::adopt(real_os(), arena.name());
+  RankAttachment worker = RankAttachment::attach(real_os(), arena.name(), 1, 1);
+  CHECK(worker.rank() == 3);
+  CHECK(worker.tp_rank() == 1);
+  CHECK(worker.pp_rank() == 1);
+  CHECK(worker.region().size() == 4 * (16 + 4) * kKiB);
+  CHECK(worker.region().path() == arena.created().data.regions[3].path);
+  CHECK(worker.payload_bytes_per_block() == 20 * kKiB);
+  CHECK_FALSE(worker.took_over());
+  CHECK(worker.attach_generation() == 1);
+  std::memset(worker.region().data(), 0x5A, worker.region().size());  // writable
+
+  RankStatus status = scheduler.rank_status(3);
+  CHECK(status.pid == getpid());
+  CHECK(status.alive);
+  CHECK(status.state == static_cast<uint8_t>(RankState::kAttached));
+  CHECK(status.heartbeat_ns > 0);
+  CHECK(scheduler.rank_status(0).pid == 0);
+
+  std::vector<Report> reports = drain(scheduler, 3);
+  REQUIRE(reports.size() == 1);
+  CHECK(reports[0].kind == ReportKind::kAttach);
+  CHECK(reports[0].rank == 3);
+  CHECK(reports[0].sequence == 1);
+  CHECK(reports[0].value == static_cast<uint64_t>(getpid()));
+
+  worker.post(ReportKind::kCopyComplete, 77);
+  std::vector<Report> batch(3, Report{ReportKind::kComputeRelease, 0, 0, 0, 5, 0});
+  worker.post_batch(batch);
+  CHECK(worker.heartbeat());
+  worker.set_state(RankState::kReady);
+  worker.set_pinned_bytes(worker.region().size());
+  CHECK(scheduler.rank_status(3).state == static_cast<uint8_t>(RankState::kReady));
+  CHECK(scheduler.rank_status(3).pinned_bytes == worker.region().size());
+  CHECK(scheduler.wait_for_reports(0));
+  reports = drain(scheduler, 3);
+  REQUIRE(reports.size() == 5);
+  for (size_t i = 0; i < reports.size(); ++i) CHECK(reports[i].sequence == i + 2);
+  CHECK(reports[0].value == 77);
+  CHECK(reports[4].kind == ReportKind::kHeartbeat);
+
+  worker.detach();
+  CHECK_FALSE(worker.attached());
+  reports = drain(scheduler, 3);
+  REQUIRE(reports.size() == 1);
+  CHECK(reports[0].kind == ReportKind::kDetach);
+  CHECK(reports[0].sequence == 7);
+  status = scheduler.rank_status(3);
+  CHECK(status.owner == 0);
+  CHECK(status.state == static_cast<uint8_t>(RankState::kDetached));
+  CHECK(contains(error_of([&] { worker.post(ReportKind::kCopyComplete, 1); }), "is not attached"));
+
+  // Attaching again after a clean detach is not a takeover.
+  RankAttachment again = RankAttachment::attach(real_os(), arena.name(), 1, 1);
+  CHECK_FALSE(again.took_over());
+  CHECK(again.attach_generation() == 2);
+  CHECK(scheduler.rank_status(3).takeovers == 0);
+}
+
+TEST_CASE("a second live attach to a rank is refused, naming the rank and the holder") {
+  test::TestArena arena("second");
+  RankAttachment worker = RankAttachment::attach(real_os(), arena.name(), 0, 0);
+  CHECK(contains(error_of([&] { RankAttachment::attach(real_os(), arena.name(), 0, 0); }),
+                 cat("rank 0 (tp 0, pp 0) of arena '", arena.name(), "' is already attached by this process (pid ",
+                     getpid(), ")")));
+  const std::string expected = cat("rank 0 (tp 0, pp 0) of arena '", arena.name(), "' is attached by live pid ", getpid());
+  CHECK(test::run_in_child([&] {
+          return contains(error_of([&] { RankAttachment::attach(real_os(), arena.name(), 0, 0); }), expected);
+        }) == 0);
+  // The child's refusal changed nothing.
+  ControlSegment segment = ControlSegment::open(real_os(), arena.name(), SegmentAccess::kReadOnly);
+  CHECK(read_rank_status(real_os(), segment.view().regions[0]).pid == getpid());
+  CHECK(contains(error_of([&] { RankAttachment::attach(real_os(), arena.name(), 2, 0); }),
+                 cat("rank (tp 2, pp 0) is outside arena '", arena.name(), "' (tp 2 x pp 1)")));
+}
+
+TEST_CASE("a rank whose worker died is taken over and counted; the scheduler can mark it dead first") {
+  test::TestArena arena("takeover");
+  ArenaControl scheduler = ArenaControl::adopt(real_os(), arena.name());
+  pid_t dead = attach_and_die(arena.name(), 1);
+  // Not yet reaped: a zombie is dead too.
+  siginfo_t info{};
+  REQUIRE(waitid(P_PID, static_cast<id_t>(dead), &info, WEXITED | WNOWAIT) == 0);
+  RankStatus status = scheduler.rank_status(1);
+  CHECK(status.pid == dead);
+  CHECK_FALSE(status.alive);
+  CHECK(scheduler.mark_dead_if_gone(1));
+  CHECK_FALSE(scheduler.mark_dead_if_gone(1));  // once
+  CHECK(scheduler.rank_status(1).state == static_cast<uint8_t>(RankState::kDead));
+  CHECK_FALSE(scheduler.mark_dead_if_gone(0));  // never attached
+  REQUIRE(waitpid(dead, nullptr, 0) == dead);
+
+  RankAttachment worker = RankAttachment::attach(real_os(), arena.name(), 1, 0);
+  CHECK(worker.took_over());
+  CHECK(worker.attach_generation() == 2);
+  status = scheduler.rank_status(1);
+  CHECK(status.takeovers == 1);
+  CHECK(status.pid == getpid());
+  CHECK(status.state == static_cast<uint8_t>(RankState::kAttached));
+  CHECK_FALSE(scheduler.mark_dead_if_gone(1));  // alive
+
+  // Both attaches reported, in one sequence: the new worker continued the dead one's ring.
+  std::vector<Report> reports = drain(scheduler, 1);
+  REQUIRE(reports.size() == 2);
+  CHECK(reports[0].value == static_cast<uint64_t>(dead));
+  CHECK(reports[1].value == static_cast<uint64_t>(getpid()));
+  CHECK(reports[1].sequence == 2);
+}
+
+TEST_CASE("a full ring pushes back: EAGAIN after the post timeout, nothing lost") {
+  test::TestArena arena("backpressure", test::small_layout(1, 1), ControlOptions{4});
+  ArenaControl scheduler = ArenaControl::adopt(real_os(), arena.name());
+  AttachOptions options;
+  options.post_timeout_ns = 1'000'000;
+  RankAttachment worker = RankAttachment::attach(real_os(), arena.name(), 0, 0, options);  // 1 in the ring
+  for (uint64_t job = 1; job <= 3; ++job) worker.post(ReportKind::kCopyComplete, job);
+  std::string message = error_of([&] { worker.post(ReportKind::kCopyComplete, 4); });
+  CHECK(contains(message, "the report ring of rank 0 stayed full for 1 ms"));
+  CHECK(contains(message, "posted 0 of 1 reports"));
+  std::vector<Report> five(5, Report{ReportKind::kCopyComplete, 0, 0, 0, 9, 0});
+  CHECK(worker.try_post(five) == 0);
+  CHECK_FALSE(worker.heartbeat());
+
+  CHECK(drain(scheduler, 0).size() == 4);
+  CHECK(worker.try_post(five) == 4);
+  CHECK(contains(error_of([&] { worker.post_batch(five); }), "posted 0 of 5"));
+  std::vector<Report> reports = drain(scheduler, 0);
+  worker.post(ReportKind::kCopyComplete, 4);
+  std::vector<Report> last = drain(scheduler, 0);
+  reports.insert(reports.end(), last.begin(), last.end());
+  REQUIRE(reports.size() == 5);
+  for (size_t i = 0; i < reports.size(); ++i) CHECK(reports[i].sequence == 5 + i);  // no gap, no repeat
+}
+
+TEST_CASE("one scheduler at a time; a dead one's role is taken over and the generation moves") {
+  test::TestArena arena("scheduler");
+  uint64_t first_generation = 0;
+  {
+    ArenaControl scheduler = ArenaControl::adopt(real_os(), arena.name());
+    first_generation = scheduler.generation();
+    CHECK(first_generation == 2);  // 1 at creation
+    CHECK(contains(error_of([&] { ArenaControl::adopt(real_os(), arena.name()); }),
+                   "this process already holds the scheduler role"));
+    const std::string expected = cat("arena '", arena.name(), "' already has a scheduler: live pid ", getpid());
+    CHECK(test::run_in_child([&] {
+            return contains(error_of([&] { ArenaControl::adopt(real_os(), arena.name()); }), expected);
+          }) == 0);
+    ArenaLayout layout = scheduler.layout();
+    CHECK(layout.tp == 2);
+    CHECK(layout.ranks.size() == 2);
+    CHECK(layout.ranks[1].payload_bytes_per_block == 16 * kKiB);
+  }
+  ArenaControl again = ArenaControl::adopt(real_os(), arena.name());  // given back when destroyed
+  CHECK(again.generation() == first_generation + 1);
+  again = ArenaControl();
+
+  // A scheduler that dies holding the role: the next one takes over.
+  CHECK(test::run_in_child([&] {
+          ArenaControl scheduler = ArenaControl::adopt(real_os(), arena.name());
+          std::fflush(nullptr);
+          _exit(0);  // no destructor: the role stays with a dead pid
+          return true;
+        }) == 0);
+  ArenaControl after = ArenaControl::adopt(real_os(), arena.name());
+  CHECK(after.generation() == first_generation + 3);
+}
+
+TEST_CASE("the scheduler's figures are published whole, and a torn write is flagged") {
+  test::TestArena arena("figures");
+  ArenaControl scheduler = ArenaControl::adopt(real_os(), arena.name());
+  ControlSegment reader = ControlSegment::open(real_os(), arena.name(), SegmentAccess::kReadOnly);
+  SchedulerReading reading = read_scheduler_figures(*reader.view().counters);
+  CHECK(reading.consistent);
+  CHECK(reading.updated_ns == 0);
+  CHECK(reading.figures.pinned_chunks == 0);
+
+  PublishedFigures figures{1, 2, 3, 4, 5, 6, 7, 8};
+  scheduler.publish(figures);
+  reading = read_scheduler_figures(*reader.view().counters);
+  CHECK(reading.consistent);
+  CHECK(reading.updated_ns > 0);
+  CHECK(reading.figures.pinned_chunks == 1);
+  CHECK(reading.figures.jobs_waiting_quorum == 2);
+  CHECK(reading.figures.retired_chunks_waiting_fence == 3);
+  CHECK(reading.figures.dead_ranks == 4);
+  CHECK(reading.figures.jobs_completed == 5);
+  CHECK(reading.figures.jobs_failed == 6);
+  CHECK(reading.figures.reports_applied == 7);
+  CHECK(reading.figures.reports_rejected == 8);
+
+  // A writer that died mid-write leaves the version odd: readers say so instead of waiting.
+  SchedulerCounters& counters = scheduler.segment().scheduler_counters();
+  counters.version.fetch_add(1);
+  CHECK_FALSE(read_scheduler_figures(*reader.view().counters).consistent);
+  scheduler.publish(figures);  // the next write recovers
+  CHECK(read_scheduler_figures(*reader.view().counters).consistent);
+}
+
+TEST_CASE("a scheduler asleep on the arena's doorbell wakes for a worker in another process") {
+  test::TestArena arena("doorbell", test::small_layout(4, 1));
+  ArenaControl scheduler = ArenaControl::adopt(real_os(), arena.name());
+  CHECK_FALSE(scheduler.wait_for_reports(1'000'000));
+  std::fflush(nullptr);
+  pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    try {
+      RankAttachment worker = RankAttachment::attach(real_os(), arena.name(), 2, 0);
+      worker.detach();
+      _exit(0);
+    } catch (...) {
+      _exit(1);
+    }
+  }
+  CHECK(scheduler.wait_for_reports(-1));
+  int status = 0;
+  REQUIRE(waitpid(pid, &status, 0) == pid);
+  CHECK(WEXITSTATUS(status) == 0);
+  std::vector<Report> reports = drain(scheduler, 2);
+  while (reports.size() < 2 && scheduler.wait_for_reports(-1)) {
+    std::vector<Report> more = drain(scheduler, 2);
+    reports.insert(reports.end(), more.begin(), more.end());
+  }
+  REQUIRE(reports.size() == 2);
+  CHECK(reports[0].kind == ReportKind::kAttach);
+  CHECK(reports[1].kind == ReportKind::kDetach);
+  CHECK(reports[0].value == static_cast<uint64_t>(pid));
+}
+
+}  // namespace hugepin

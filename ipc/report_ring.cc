@@ -1,0 +1,219 @@
+#include "ipc/report_ring.h"
+
+#include <algorithm>
+#include <cstring>
+#include <new>
+
+#include "base/error.h"
+
+namespace hugepin {
+namespace {
+
+bool valid_capacity(uint32_t capacity) {
+  return capacity >= ReportRing::kMinCapacity && capacity <= ReportRing::kMaxCapacity &&
+         (capacity & (capacity - 1)) == 0;
+}
+
+// True when [offset, offset + length) lies inside [0, size), without overflow.
+bool inside(uint64_t offset, uint64_t length, uint64_t size) { return offset <= size && length <= size - offset; }
+
+// Copies `n` records into the slot array of `capacity` from slot `first` on, across its end.
+void copy_in(Report* slots, uint32_t capacity, uint32_t first, const Report* records, uint32_t n) {
+  if (n == 1) {  // the common single report: no call to memcpy
+    slots[first] = records[0];
+    return;
+  }
+  const uint32_t until_end = std::min(n, capacity - first);
+  std::memcpy(static_cast<void*>(slots + first), records, until_end * sizeof(Report));
+  std::memcpy(static_cast<void*>(slots), records + until_end, (n - until_end) * sizeof(Report));
+}
+
+// Copies `n` records out of the slot array from slot `first` on, across its end.
+void copy_out(const Report* slots, uint32_t capacity, uint32_t first, Report* out, uint32_t n) {
+  if (n == 1) {
+    out[0] = slots[first];
+    return;
+  }
+  const uint32_t until_end = std::min(n, capacity - first);
+  std::memcpy(out, slots + first, until_end * sizeof(Report));
+  std::memcpy(out + until_end, slots, (n - until_end) * sizeof(Report));
+}
+
+}  // namespace
+
+static_assert(sizeof(ReportRing) % kCacheLinePair == 0, "the slots start on a line pair");
+static_assert(alignof(ReportRing) == kCacheLinePair);
+
+size_t ReportRing::memsize(uint32_t capacity) {
+  if (!valid_capacity(capacity)) return 0;
+  const size_t bytes = sizeof(ReportRing) + static_cast<size_t>(capacity) * sizeof(Report);
+  return (bytes + kCacheLinePair - 1) / kCacheLinePair * kCacheLinePair;  // rings side by side stay aligned
+}
+
+ReportRing::ReportRing(uint32_t capacity, int64_t doorbell_offset, uint64_t first_index)
+    : magic_(kMagic),
+      capacity_(capacity),
+      record_bytes_(sizeof(Report)),
+      data_doorbell_offset_(doorbell_offset),
+      first_index_(first_index),
+      tail_(first_index),
+      cached_head_(first_index),
+      head_(first_index),
+      cached_tail_(first_index) {}
+
+ReportRing* ReportRing::init(void* memory, uint32_t capacity, Doorbell* data_doorbell, uint64_t first_index) {
+  int64_t doorbell_offset = 0;
+  if (data_doorbell != nullptr) {
+    doorbell_offset = reinterpret_cast<std::byte*>(data_doorbell) - static_cast<std::byte*>(memory);
+  } else {
+    doorbell_offset = static_cast<int64_t>(offsetof(ReportRing, own_data_doorbell_));
+  }
+  auto* ring = new (memory) ReportRing(capacity, doorbell_offset, first_index);
+  std::memset(static_cast<void*>(ring->slots()), 0, static_cast<size_t>(capacity) * sizeof(Report));
+  return ring;
+}
+
+const ReportRing* ReportRing::attach_read_only(const std::byte* mapping, size_t mapping_bytes, uint64_t offset) {
+  const uint64_t size = mapping_bytes;
+  if (offset % kCacheLinePair != 0 || !inside(offset, sizeof(ReportRing), size)) {
+    throw Error(cat("ring at offset ", offset, " is misaligned or outside the ", size, "-byte segment"));
+  }
+  const auto* ring = reinterpret_cast<const ReportRing*>(mapping + offset);
+  if (ring->magic_ != kMagic) throw Error(cat("ring at offset ", offset, " has a bad magic number"));
+  if (ring->record_bytes_ != sizeof(Report)) {
+    throw Error(cat("ring at offset ", offset, " holds ", ring->record_bytes_, "-byte records, this build ",
+                    sizeof(Report)));
+  }
+  const uint32_t capacity = ring->capacity_;
+  if (!valid_capacity(capacity)) throw Error(cat("ring at offset ", offset, " has capacity ", capacity));
+  if (!inside(offset, memsize(capacity), size)) {
+    throw Error(cat("ring at offset ", offset, " of capacity ", capacity, " runs past the ", size,
+                    "-byte segment"));
+  }
+  // The doorbell, relative to the ring: checked against the segment before any arithmetic that
+  // could overflow (offset <= size < 2^63 here).
+  const int64_t relative = ring->data_doorbell_offset_;
+  if (relative < -static_cast<int64_t>(offset) || relative > static_cast<int64_t>(size - offset)) {
+    throw Error(cat("ring at offset ", offset, " has its doorbell outside the segment (", relative, " from the ring)"));
+  }
+  const uint64_t doorbell = offset + static_cast<uint64_t>(relative);  // modulo 2^64: in [0, size]
+  if (doorbell % kCacheLinePair != 0 || !inside(doorbell, sizeof(Doorbell), size)) {
+    throw Error(cat("ring at offset ", offset, " has its doorbell outside the segment (", relative, " from the ring)"));
+  }
+  return ring;
+}
+
+ReportRing* ReportRing::attach(std::byte* mapping, size_t mapping_bytes, uint64_t offset) {
+  return const_cast<ReportRing*>(attach_read_only(mapping, mapping_bytes, offset));
+}
+
+
+uint32_t ReportRing::push_batch(Os& os, const Report* records, uint32_t count) {
+  const uint64_t tail = tail_.load(std::memory_order_relaxed);  // only this producer writes tail_
+  uint64_t used = tail - cached_head_;
+  if (capacity_ - std::min<uint64_t>(used, capacity_) < count) {
+    // Acquire pairs with the release (or seq_cst) store of head_ in pop_batch: the consumer is done
+    // reading the slots below head, so they may be overwritten.
+    cached_head_ = head_.load(std::memory_order_acquire);
+    used = tail - cached_head_;
+  }
+  const uint32_t room = capacity_ - static_cast<uint32_t>(std::min<uint64_t>(used, capacity_));
+  const uint32_t n = std::min(count, room);
+  if (n == 0) return 0;
+  copy_in(slots(), capacity_, static_cast<uint32_t>(tail) & (capacity_ - 1), records, n);
+  // Release pairs with the acquire load of tail_ in pop_batch (and has_data): the records above
+  // are complete before the index that publishes them. publish() is seq_cst in a process the
+  // kernel would not register for the doorbell's heavy barrier (Doorbell's protocol).
+  publish(os, tail_, tail + n);
+  data_doorbell().ring(os);
+  return n;
+}
+
+bool ReportRing::has_space() const {
+  // seq_cst: a Doorbell::wait condition (pairs with a seq_cst store of head_ in pop_batch).
+  return tail_.load(std::memory_order_relaxed) - head_.load(std::memory_order_seq_cst) < capacity_;
+}
+
+bool ReportRing::has_data() const {
+  // seq_cst (also acquire) pairs with the store of tail_ in push_batch.
+  return tail_.load(std::memory_order_seq_cst) != head_.load(std::memory_order_relaxed);
+}
+
+uint32_t ReportRing::push_wait(Os& os, const Report* records, uint32_t count, int64_t timeout_ns) {
+  const int64_t deadline = timeout_ns < 0 ? -1 : monotonic_ns() + timeout_ns;
+  uint32_t written = 0;
+  for (;;) {
+    written += push_batch(os, records + written, count - written);
+    if (written == count) return written;
+    int64_t remaining = -1;
+    if (deadline >= 0) {
+      remaining = deadline - monotonic_ns();
+      if (remaining <= 0) return written;
+    }
+    if (!space_doorbell_.wait(os, [this] { return has_space(); }, remaining)) return written;
+  }
+}
+
+void ReportRing::forget_producer_sleep() { space_doorbell_.sleepers.store(0, std::memory_order_relaxed); }
+
+uint32_t ReportRing::pop_batch(Os& os, Report* out, uint32_t max) {
+  const uint64_t head = head_.load(std::memory_order_relaxed);  // only this consumer writes head_
+  uint64_t available = cached_tail_ - head;
+  if (available < max) {
+    // Acquire pairs with the release (or seq_cst) store of tail_ in push_batch: every record below
+    // tail is complete.
+    cached_tail_ = tail_.load(std::memory_order_acquire);
+    available = cached_tail_ - head;
+  }
+  const uint32_t n = static_cast<uint32_t>(std::min<uint64_t>({available, max, capacity_}));
+  if (n == 0) return 0;
+  copy_out(slots(), capacity_, static_cast<uint32_t>(head) & (capacity_ - 1), out, n);
+  // Release pairs with the acquire load of head_ in push_batch: these slots are read and may be
+  // reused. publish: as for tail_ in push_batch.
+  publish(os, head_, head + n);
+  space_doorbell_.ring(os);
+  return n;
+}
+
+bool ReportRing::wait_for_data(Os& os, int64_t timeout_ns, uint32_t spins) {
+  for (uint32_t i = 0; i < spins; ++i) {
+    if (has_data()) return true;
+    cpu_relax();
+  }
+  return data_doorbell().wait(os, [this] { return has_data(); }, timeout_ns);
+}
+
+uint32_t ReportRing::pop_wait(Os& os, Report* out, uint32_t max, int64_t timeout_ns, uint32_t spins) {
+  if (max == 0 || !wait_for_data(os, timeout_ns, spins)) return 0;
+  return pop_batch(os, out, max);
+}
+
+uint64_t ReportRing::produced() const {
+  return tail_.load(std::memory_order_acquire) - first_index_;  // pairs with the store in push_batch
+}
+
+uint64_t ReportRing::consumed() const {
+  return head_.load(std::memory_order_acquire) - first_index_;  // pairs with the store in pop_batch
+}
+
+uint32_t ReportRing::depth() const {
+  // Acquire pairs with the stores in pop_batch and push_batch. Head first: the tail, read later,
+  // is not below it.
+  const uint64_t head = head_.load(std::memory_order_acquire);
+  const uint64_t tail = tail_.load(std::memory_order_acquire);
+  return static_cast<uint32_t>(std::min<uint64_t>(tail - head, capacity_));
+}
+
+bool wait_for_any(Os& os, Doorbell& doorbell, std::span<ReportRing* const> rings, int64_t timeout_ns,
+                  uint32_t spins) {
+  auto any_data = [rings] {
+    return std::any_of(rings.begin(), rings.end(), [](const ReportRing* ring) { return ring->has_data(); });
+  };
+  for (uint32_t i = 0; i < spins; ++i) {
+    if (any_data()) return true;
+    cpu_relax();
+  }
+  return doorbell.wait(os, any_data, timeout_ns);
+}
+
+}  // namespace hugepin

@@ -1,0 +1,142 @@
+// ReportRing: a single-producer single-consumer ring of Reports (ipc/report.h), built in place in
+// memory that two processes share (a worker rank produces, the scheduler consumes).
+//
+// Built like DPDK's rte_ring: memsize(capacity) says how many bytes a ring needs, init() builds it
+// in place, attach() validates one that another process built. The producer's index and the
+// consumer's index sit on their own pairs of cache lines, each beside the side's cached copy of
+// the other index, so the fast path of a push touches the consumer's line only when the ring looks
+// full (and a pop the producer's only when it looks empty). Indices are 64-bit counters that
+// never wrap in practice (2^64 reports); the slot is `index & (capacity - 1)`, and unsigned
+// differences stay right across 2^64 anyway (tested there).
+//
+// A report is never dropped or duplicated: a push that finds no room writes fewer records (0 when
+// full) and the caller chooses to wait (push_wait) or to back off. Records are copied into their
+// slots before the release-store of the producer's index, so a producer killed mid-batch leaves
+// nothing half-written behind: the consumer sees whole records or none, and a new producer
+// continues from the published index.
+//
+// Sleeping: a consumer that finds the ring empty may sleep on the ring's data doorbell (its own,
+// or one doorbell that every ring of an arena shares, so that one scheduler thread can sleep on
+// all of them); a producer wakes it with a system call only when someone sleeps there, and checks
+// for sleepers without a fence (ipc/doorbell.h: the sleeper pays with membarrier(2) instead). A
+// producer that finds the ring full may sleep on the ring's space doorbell the same way.
+//
+// Thread-safety: one producer and one consumer at a time, in any processes or threads; the
+// observers (produced, consumed, depth) from anywhere, read-only mappings included.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "base/os.h"
+#include "ipc/doorbell.h"
+#include "ipc/report.h"
+
+namespace hugepin {
+
+class ReportRing {
+ public:
+  static constexpr uint32_t kMinCapacity = 2;
+  static constexpr uint32_t kMaxCapacity = 1u << 24;  // 512 MiB of records
+  static constexpr uint64_t kMagic = 0x31474e4952504848;  // "HHPRING1"
+
+  // Bytes a ring of `capacity` records needs (a multiple of 128), or 0 when capacity is not a power
+  // of two in [kMinCapacity, kMaxCapacity].
+  static size_t memsize(uint32_t capacity);
+
+  // Builds an empty ring in `memory` and returns it. REQUIRES: memory is 128-byte aligned and holds
+  // memsize(capacity) bytes, memsize(capacity) != 0. `data_doorbell`: the doorbell the consumer
+  // sleeps on, in the same shared mapping; null: the ring's own. `first_index` starts both indices
+  // there (0 in production; tests start near 2^64 to check the index arithmetic across the wrap).
+  static ReportRing* init(void* memory, uint32_t capacity, Doorbell* data_doorbell = nullptr,
+                          uint64_t first_index = 0);
+
+  // The ring another process built at `offset` in a mapping of `mapping_bytes` bytes at `mapping`.
+  // Checks everything it relies on (magic, record size, capacity, that the ring and its doorbell
+  // lie inside the mapping, alignment) and throws Error naming what is wrong. Touches nothing.
+  static ReportRing* attach(std::byte* mapping, size_t mapping_bytes, uint64_t offset);
+  static const ReportRing* attach_read_only(const std::byte* mapping, size_t mapping_bytes, uint64_t offset);
+
+  ReportRing(const ReportRing&) = delete;
+  ReportRing& operator=(const ReportRing&) = delete;
+
+  // --- producer (one at a time) ---
+
+  // Copies up to `count` records, in order, as many as there is room for, and returns how many:
+  // 0 when the ring is full. Wakes a consumer sleeping on the data doorbell.
+  uint32_t push_batch(Os& os, const Report* records, uint32_t count);
+  // Copies all `count` records, sleeping on the space doorbell while the ring is full, for at most
+  // `timeout_ns` in all (negative: no limit). Returns how many it copied: `count`, or fewer when
+  // the time ran out (the rest were not written; the caller decides, e.g. EAGAIN).
+  uint32_t push_wait(Os& os, const Report* records, uint32_t count, int64_t timeout_ns);
+
+  // A producer that takes over the ring from one that died: forgets that the dead one may have
+  // been asleep on the space doorbell (only the producer sleeps there).
+  void forget_producer_sleep();
+
+  // --- consumer (one at a time) ---
+
+  // Moves up to `max` records, oldest first, into `out` and returns how many (0 when empty).
+  // Wakes a producer sleeping on the space doorbell.
+  uint32_t pop_batch(Os& os, Report* out, uint32_t max);
+  // Returns true once the ring holds a record, false when `timeout_ns` (negative: no limit) passes
+  // first. Spins `spins` polite iterations before it sleeps on the data doorbell.
+  bool wait_for_data(Os& os, int64_t timeout_ns, uint32_t spins = kDefaultSpins);
+  // wait_for_data, then pop_batch: 0 only when the time ran out.
+  uint32_t pop_wait(Os& os, Report* out, uint32_t max, int64_t timeout_ns, uint32_t spins = kDefaultSpins);
+
+  // --- observers (anyone) ---
+
+  uint32_t capacity() const { return capacity_; }
+  // Records ever pushed (the producer's index minus the first index); acquire.
+  uint64_t produced() const;
+  // Records ever popped.
+  uint64_t consumed() const;
+  // Records waiting now, clamped to [0, capacity] (the two indices are read one after the other).
+  uint32_t depth() const;
+  // The doorbell the consumer sleeps on.
+  Doorbell& data_doorbell() {
+    return *reinterpret_cast<Doorbell*>(reinterpret_cast<std::byte*>(this) + data_doorbell_offset_);
+  }
+  const Doorbell& data_doorbell() const {
+    return *reinterpret_cast<const Doorbell*>(reinterpret_cast<const std::byte*>(this) + data_doorbell_offset_);
+  }
+  // Whether the ring holds a record now. Reads the producer's index with seq_cst, so it may serve
+  // as a Doorbell::wait condition.
+  bool has_data() const;
+
+  static constexpr uint32_t kDefaultSpins = 256;
+
+ private:
+  ReportRing(uint32_t capacity, int64_t doorbell_offset, uint64_t first_index);
+  Report* slots() { return reinterpret_cast<Report*>(reinterpret_cast<std::byte*>(this) + sizeof(ReportRing)); }
+  bool has_space() const;  // seq_cst: a Doorbell::wait condition
+
+  // Constants, written once by init().
+  uint64_t magic_;
+  uint32_t capacity_;
+  uint32_t record_bytes_;  // sizeof(Report) when built: a layout check for attach()
+  int64_t data_doorbell_offset_;  // from `this` to the data doorbell
+  uint64_t first_index_;
+
+  // Producer's pair of lines: its index and its last view of the consumer's.
+  alignas(kCacheLinePair) std::atomic<uint64_t> tail_;  // next index to write
+  uint64_t cached_head_;  // producer-only; head only grows, so a stale copy is a safe lower bound
+
+  // Consumer's pair of lines.
+  alignas(kCacheLinePair) std::atomic<uint64_t> head_;  // next index to read
+  uint64_t cached_tail_;  // consumer-only; a safe lower bound of tail_
+
+  Doorbell own_data_doorbell_;
+  Doorbell space_doorbell_;
+  // capacity_ Reports follow.
+};
+
+// Returns true once any of `rings` holds a record, false when `timeout_ns` (negative: no limit)
+// passes first. REQUIRES: every ring's data doorbell is `doorbell` (an arena's shared one).
+bool wait_for_any(Os& os, Doorbell& doorbell, std::span<ReportRing* const> rings, int64_t timeout_ns,
+                  uint32_t spins = ReportRing::kDefaultSpins);
+
+}  // namespace hugepin
