@@ -38,6 +38,7 @@ struct Context {
 // Registration, one per command file.
 void add_pool_commands(CLI::App& app, Context& context);
 void add_arena_commands(CLI::App& app, Context& context);
+void add_plan_command(CLI::App& app, Context& context);
 void add_demo_command(CLI::App& app, Context& context);
 void add_bench_commands(CLI::App& app, Context& context);
 
