@@ -43,6 +43,9 @@ planner::HostInfo read_host_info(Os& os, const planner::PlanInput& input) {
     try {
       host.gpu_nodes[address] = pci_device_node(os, address);
     } catch (const Error& error) {
+      // An absent device stays out of the map: make_plan names it, after checking the rest of the
+      // input first, so the first error reported is the input's.
+      if (error.errno_value() == ENOENT) continue;
       throw Error(cat("ranks[", i, "].gpu_pci = \"", address, "\": ", error.what()), error.errno_value());
     }
   }

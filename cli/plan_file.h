@@ -11,7 +11,8 @@
 namespace hugepin::cli {
 
 // The host facts the planner needs for `input`: the hugepage pool, and the NUMA node of every
-// rank's GPU, read through `os`. Throws Error naming the rank's gpu_pci when a device is absent.
+// rank's GPU, read through `os`. A GPU that is not on this host is left out (make_plan rejects
+// it, naming the rank's gpu_pci). Throws Error when a kernel file is unreadable or malformed.
 planner::HostInfo read_host_info(Os& os, const planner::PlanInput& input);
 
 // Reads the plan input at `path`, gathers the host facts through `os` and plans. Throws Error

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <iterator>
 #include <string>
 
 #include "tests/support/run_command.h"
@@ -83,7 +84,16 @@ TEST_CASE("a rejected plan exits 1 with one line naming the field") {
   run = run_hugepin("--sysroot " + tree("two-node") + " plan --input " + path);
   CHECK(run.status == 1);
   CHECK(lines(run.out) == 1);
-  CHECK(run.out.find(R"(ranks[0].gpu_pci = "0000:99:00.0": PCI device 0000:99:00.0 not found)") != std::string::npos);
+  CHECK(run.out.find(R"(ranks[0].gpu_pci = "0000:99:00.0": no such PCI device on this host)") != std::string::npos);
+
+  // The input's own errors come before the host's: dp is reported, not the absent GPUs.
+  std::ifstream example(plan_file("tp2_pp2_hybrid.json"));
+  std::string text((std::istreambuf_iterator<char>(example)), std::istreambuf_iterator<char>());
+  text.replace(text.find(R"("dp": 1)"), 7, R"("dp": 2)");
+  path = write_file(dir.path(), "dp.json", text);
+  run = run_hugepin("plan --input " + path);
+  CHECK(run.status == 1);
+  CHECK(run.out == "hugepin: error: " + path + ": dp = 2: only dp = 1 is supported (one engine per plan)\n");
 
   path = write_file(dir.path(), "broken.json", "{\"tp\": 1,");
   run = run_hugepin("plan --json --input " + path);
