@@ -46,6 +46,7 @@ std::string missing_pairs(const PlanInput& input, const std::set<uint64_t>& pres
     text += cat(found == 0 ? "" : ", ", "(", flat % input.tp, ", ", flat / input.tp, ")");
     ++found;
   }
+  if (total - present.size() > found) text += ", ...";
   return text;
 }
 
@@ -162,10 +163,12 @@ void assess_pool(CapacityPlan& plan, const PoolState& pool) {
     return;
   }
   bool all_served = true;
+  bool supported = is_hugepage_size(pool, page_size);
   for (const auto& [node, pages] : needed) {
     uint64_t available = pool.available(node, page_size);
     bool served = available >= pages;
-    std::string fix = served ? "" : pool_set_hint(pool, node, page_size, pages - available);
+    // No `pool set` line can give pages of a size the kernel lacks: the note says so instead.
+    std::string fix = served || !supported ? "" : pool_set_hint(pool, node, page_size, pages - available);
     plan.pool.push_back({node, page_size, pages, available, served, fix});
     all_served = all_served && served;
   }
@@ -173,14 +176,14 @@ void assess_pool(CapacityPlan& plan, const PoolState& pool) {
   uint64_t system_available = pool.available(-1, page_size);
   bool system_served = system_available >= total;
   bool mounted = find_hugetlbfs_mount(pool.mounts, page_size).has_value();
-  if (!is_hugepage_size(pool, page_size)) {
+  if (!supported) {
     plan.notes.push_back(cat("this kernel has no ", size, " hugepages"));
   } else if (all_served && !system_served) {
     plan.notes.push_back(cat(total, " ", size, " pages needed in all, ", system_available, " free system-wide: ",
                              pool_set_hint(pool, -1, page_size, total - system_available)));
   }
   if (!mounted) plan.notes.push_back(cat("no hugetlbfs mount for ", size, " pages: hugepin pool mount --pagesize ", size));
-  plan.pool_can_serve = all_served && system_served && mounted && is_hugepage_size(pool, page_size);
+  plan.pool_can_serve = all_served && system_served && mounted && supported;
 }
 
 void choose_page_size(CapacityPlan& plan, uint64_t requested, const PoolState& pool) {

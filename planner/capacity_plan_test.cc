@@ -258,6 +258,22 @@ TEST_CASE("no pool at all (the recorded one-node tree): planned on 2M with the f
   CHECK(plan.notes[1] == "no hugetlbfs mount for 2M pages: hugepin pool mount --pagesize 2M");
 }
 
+TEST_CASE("a page size the kernel lacks: no fix line, a note") {
+  HostInfo host = two_node_host();
+  host.pool.page_sizes = {2 * kMiB};
+  host.pool.per_node.erase(host.pool.per_node.begin() + 3);
+  host.pool.per_node.erase(host.pool.per_node.begin() + 1);
+  host.pool.system.pop_back();
+  PlanInput input = on_gpus({"0000:17:00.0"}, kGiB, kGiB);
+  input.page_size = kGiB;
+  CapacityPlan plan = make_plan(input, host);
+  CHECK_FALSE(plan.pool_can_serve);
+  REQUIRE(plan.pool.size() == 1);
+  CHECK_FALSE(plan.pool[0].can_serve);
+  CHECK(plan.pool[0].fix.empty());
+  CHECK(plan.notes[0] == "this kernel has no 1G hugepages");
+}
+
 TEST_CASE("every rejection names the field and value") {
   HostInfo host = two_node_host();
   PlanInput input = grid(2, 2, 1, kGiB, {4096});
@@ -265,6 +281,11 @@ TEST_CASE("every rejection names the field and value") {
   PlanInput bad = input;
   bad.ranks.pop_back();
   CHECK_REJECTS(make_plan(bad, host), "ranks = 3 ranks: tp * pp = 2 * 2 = 4 expected; missing (tp_rank, pp_rank): (1, 1)");
+  CHECK(test::error_message([&] { make_plan(bad, host); }).find("...") == std::string::npos);
+  bad = grid(4, 4, 1, kGiB, {4096});
+  bad.ranks.erase(bad.ranks.begin() + 1, bad.ranks.begin() + 7);
+  CHECK_REJECTS(make_plan(bad, host), "ranks = 10 ranks: tp * pp = 4 * 4 = 16 expected; missing (tp_rank, pp_rank): "
+                                      "(1, 0), (2, 0), (3, 0), (0, 1), ...");
   bad = input;
   bad.ranks[3].tp_rank = 0;
   CHECK_REJECTS(make_plan(bad, host), "ranks[3] = (tp_rank 0, pp_rank 1): duplicate of ranks[2]");
