@@ -166,6 +166,18 @@ TEST_CASE("plan JSON carries the documented fields") {
   CHECK(json["pool"][0]["fix"] == "");
 }
 
+TEST_CASE("plan JSON: nulls for a rank without a GPU and for 4K pages, no groups for bytes_per_block") {
+  nlohmann::ordered_json json = plan_json(make_plan(grid(1, 1, 1, 5000, {5000}), {}));
+  CHECK(json["ranks"][0]["gpu_pci"].is_null());
+  CHECK(json["ranks"][0]["numa_node"] == -1);
+  CHECK(json["ranks"][0]["groups"] == nlohmann::ordered_json::array());
+  CHECK(json["ranks"][0]["storages"] == nlohmann::ordered_json::array());
+  CHECK(json["pool"][0]["node"] == -1);
+  CHECK(json["pool"][0]["pages_available"].is_null());
+  CHECK(json["page_size_choice"] == "requested");
+  CHECK(json["notes"].size() == 1);
+}
+
 TEST_CASE("chunk count: floor of the budget over one chunk of every rank") {
   // 10 blocks per chunk of 100 + 300 bytes: a chunk is 4000 bytes.
   CHECK_REJECTS(make_plan(grid(1, 2, 10, 3999, {100, 300}), {}),
