@@ -4,6 +4,8 @@
 #include "base/size.h"
 #include "cli/arena_view.h"
 #include "cli/command.h"
+#include "cli/plan_arena.h"
+#include "cli/plan_file.h"
 #include "hugemem/arena.h"
 #include "ipc/arena_control.h"
 #include "ipc/arena_layout.h"
@@ -25,32 +27,45 @@ void add_arena_commands(CLI::App& app, Context& context) {
     unsigned threads = 0;
     std::string dir;
     bool json = false;
+    std::string plan;
   };
   auto create_args = std::make_shared<CreateArgs>();
   CLI::App* create = arena->add_subcommand("create", "Create an arena: one region file per rank, prefaulted");
   create->add_option("NAME", create_args->name, "Arena name: letters, digits, '.', '_', '-'")->required();
-  create->add_option("--size", create_args->size, "Total bytes, split evenly over the ranks")
-      ->required()
+  CLI::Option* size = create->add_option("--size", create_args->size, "Total bytes, split evenly over the ranks")
       ->check(size_validator());
-  create->add_option("--ranks", create_args->ranks, "Number of rank regions")->required()->check(CLI::Range(1, 65536));
-  create->add_option("--chunk", create_args->chunk, "Chunk size: each region holds as many whole chunks as fit")
+  CLI::Option* ranks = create->add_option("--ranks", create_args->ranks, "Number of rank regions")->check(CLI::Range(1, 65536));
+  CLI::Option* chunk = create->add_option("--chunk", create_args->chunk, "Chunk size: each region holds as many whole chunks as fit")
       ->check(size_validator());
-  create->add_option("--pagesize", create_args->page_size, "Page size (auto: 1G, then 2M, then 4K shared memory)")
+  CLI::Option* page_size = create->add_option("--pagesize", create_args->page_size, "Page size (auto: 1G, then 2M, then 4K shared memory)")
       ->check(page_size_validator(true));
-  create->add_option("--node", create_args->node, "Bind every region to this NUMA node")->check(CLI::NonNegativeNumber);
+  CLI::Option* node = create->add_option("--node", create_args->node, "Bind every region to this NUMA node")->check(CLI::NonNegativeNumber);
+  size->needs(ranks);
+  ranks->needs(size);
+  create->add_option("--plan", create_args->plan, "Plan input (as hugepin plan --input): one region per rank, as planned")
+      ->check(CLI::ExistingFile)
+      ->excludes(size, ranks, chunk, page_size, node);
   create->add_flag("--strict", create_args->strict, "Fail instead of falling back to a smaller page or another node");
   create->add_option("--threads", create_args->threads, "Prefault threads per node (default: the node's CPUs, at most 16)");
   create->add_option("--dir", create_args->dir, "hugetlbfs mount to use (default: found in /proc/mounts)");
   create->add_flag("--json", create_args->json, "Print JSON (documented in README)");
   create->callback([&context, create_args] {
+    if (create_args->plan.empty() && create_args->size.empty()) throw CLI::RequiredError("--plan or --size with --ranks");
     context.action = [&context, create_args] {
       ArenaOptions options;
       options.page_size = page_size_value(create_args->page_size);
       options.strict = create_args->strict;
       options.prefault_threads = create_args->threads;
       options.hugetlbfs_dir = create_args->dir;
-      ArenaLayout layout = layout_for_size(size_value(create_args->size), create_args->ranks,
-                                           size_value(create_args->chunk), create_args->node.value_or(-1));
+      ArenaLayout layout;
+      if (!create_args->plan.empty()) {
+        PlannedArena planned = planned_arena(plan_from_file(context.os(), create_args->plan));
+        layout = std::move(planned.layout);
+        options.page_size = planned.page_size;
+      } else {
+        layout = layout_for_size(size_value(create_args->size), create_args->ranks, size_value(create_args->chunk),
+                                 create_args->node.value_or(-1));
+      }
       ArenaCreated created = create_arena_with_control(context.os(), create_args->name, layout, options);
       if (create_args->json) {
         Json json = arena_report_json(created.data);

@@ -40,6 +40,7 @@ void add_pool_commands(CLI::App& app, Context& context);
 void add_arena_commands(CLI::App& app, Context& context);
 // `arena save|load`, under the `arena` command: call after add_arena_commands.
 void add_snapshot_commands(CLI::App& app, Context& context);
+void add_plan_command(CLI::App& app, Context& context);
 void add_demo_command(CLI::App& app, Context& context);
 void add_bench_commands(CLI::App& app, Context& context);
 void add_shim_commands(CLI::App& app, Context& context);

@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
       ->check(CLI::ExistingDirectory);
 
   cli::add_pool_commands(app, context);
+  cli::add_plan_command(app, context);
   cli::add_arena_commands(app, context);
   cli::add_snapshot_commands(app, context);
   cli::add_demo_command(app, context);

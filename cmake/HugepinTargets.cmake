@@ -6,7 +6,14 @@ if(HUGEPIN_WERROR)
 endif()
 
 set(HUGEPIN_SANITIZE "")
-if(HUGEPIN_TSAN)
+if(HUGEPIN_FUZZ)
+  if(NOT CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+    message(FATAL_ERROR "HUGEPIN_FUZZ needs clang (libFuzzer): CC=clang-14 CXX=clang++-14 cmake ...")
+  endif()
+  # Coverage for libFuzzer in every hugepin target; only the fuzz targets link the fuzzer's main.
+  set(HUGEPIN_SANITIZE -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined
+                       -fno-omit-frame-pointer)
+elseif(HUGEPIN_TSAN)
   set(HUGEPIN_SANITIZE -fsanitize=thread)
 elseif(HUGEPIN_ASAN)
   # UBSan's findings fail the run instead of scrolling past.
