@@ -46,21 +46,6 @@ double timed(int stream_count, Enqueue enqueue) {
 
 }  // namespace
 
-DeviceBuffer::DeviceBuffer(int device, uint64_t bytes) : device_(device), bytes_(bytes) {
-  check(cudaSetDevice(device), cat("selecting GPU ", device));
-  check(cudaMalloc(&data_, bytes), cat("allocating ", format_bytes(bytes), " on GPU ", device));
-}
-
-DeviceBuffer::~DeviceBuffer() {
-  cudaSetDevice(device_);
-  cudaFree(data_);
-}
-
-void DeviceBuffer::fill(int byte) {
-  check(cudaMemset(data_, byte, bytes_), "cudaMemset");
-  check(cudaDeviceSynchronize(), "sync");
-}
-
 double contiguous_copy(void* device, void* host, uint64_t bytes, bool host_to_device) {
   return timed(1, [&](cudaStream_t* streams) {
     check(host_to_device ? cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, streams[0])

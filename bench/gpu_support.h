@@ -1,29 +1,12 @@
-// Small CUDA helpers for the GPU benchmarks: a device buffer and timed contiguous copies.
+// Small CUDA helpers for the GPU benchmarks: timed contiguous copies (device buffers: dma/device_buffer.h).
 // Built only with CUDA.
 #pragma once
 
 #include <cstdint>
 
+#include "dma/device_buffer.h"
+
 namespace hugepin::bench {
-
-// cudaMalloc'd memory on one device. Move-only; freed when destroyed.
-class DeviceBuffer {
- public:
-  DeviceBuffer(int device, uint64_t bytes);
-  ~DeviceBuffer();
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-
-  void* data() const { return data_; }
-  uint64_t address() const { return reinterpret_cast<uintptr_t>(data_); }
-  uint64_t bytes() const { return bytes_; }
-  void fill(int byte);
-
- private:
-  int device_;
-  void* data_ = nullptr;
-  uint64_t bytes_;
-};
 
 // Seconds for one cudaMemcpyAsync of `bytes` between `device` and `host` (pinned), on a fresh
 // stream, measured with events.

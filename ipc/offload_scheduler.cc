@@ -42,9 +42,9 @@ JobId OffloadScheduler::dispatch(JobKind kind, std::span<const ChunkId> chunks) 
   if (chunks.empty()) throw Error(cat("cannot dispatch a ", job_kind_name(kind), " job of no chunks"));
   if (live_ranks_ != ranks_) {
     for (uint32_t rank = 0; rank < ranks_; ++rank) {
-      RankState state = rank_records_[rank].state;
-      if (state != RankState::kLive) {
-        throw Error(cat("cannot dispatch: ", describe_rank(rank, tp_), " is ", rank_state_name(state),
+      RankLiveness state = rank_records_[rank].state;
+      if (state != RankLiveness::kLive) {
+        throw Error(cat("cannot dispatch: ", describe_rank(rank, tp_), " is ", rank_liveness_name(state),
                         ", so no job can reach its quorum of ", ranks_, " ranks"));
       }
     }
@@ -80,7 +80,7 @@ inline ReportVerdict OffloadScheduler::check_and_apply(const Report& report) {
       return ReportVerdict::kUnknownKind;
   }
   RankRecord& rank = rank_records_[report.rank];
-  if (rank.state != RankState::kLive) return ReportVerdict::kRankNotLive;
+  if (rank.state != RankLiveness::kLive) return ReportVerdict::kRankNotLive;
   if (report.sequence <= rank.last_sequence) return ReportVerdict::kSequenceReplay;
   ReportVerdict verdict = ReportVerdict::kApplied;
   switch (report.kind) {
@@ -117,16 +117,16 @@ inline ReportVerdict OffloadScheduler::apply_copy(const Report& report, bool ok)
 ReportVerdict OffloadScheduler::apply_attach(const Report& report) {
   RankRecord& rank = rank_records_[report.rank];
   switch (rank.state) {
-    case RankState::kExited:  // a replacement: it ran no GPU work of the closed epochs
-      rank.state = RankState::kLive;
+    case RankLiveness::kExited:  // a replacement: it ran no GPU work of the closed epochs
+      rank.state = RankLiveness::kLive;
       rank.pid = report.value;
       rank.last_sequence = report.sequence;  // a new process numbers its reports afresh
       ++live_ranks_;
       fence_.join(report.rank);
       return ReportVerdict::kApplied;
-    case RankState::kUnresponsive:
+    case RankLiveness::kUnresponsive:
       return ReportVerdict::kRankNotExited;
-    case RankState::kLive:
+    case RankLiveness::kLive:
       break;
   }
   if (report.sequence <= rank.last_sequence) return ReportVerdict::kSequenceReplay;
@@ -204,8 +204,8 @@ void OffloadScheduler::take_reusable(std::vector<ChunkId>* out) { pins_.take_reu
 size_t OffloadScheduler::rank_unresponsive(uint32_t rank) {
   check_rank(rank, "rank_unresponsive");
   RankRecord& record = rank_records_[rank];
-  if (record.state != RankState::kLive) return 0;
-  record.state = RankState::kUnresponsive;
+  if (record.state != RankLiveness::kLive) return 0;
+  record.state = RankLiveness::kUnresponsive;
   --live_ranks_;
   size_t failed = 0;
   for (JobId job : quorum_.unsettled_by(rank)) {
@@ -221,9 +221,9 @@ size_t OffloadScheduler::rank_unresponsive(uint32_t rank) {
 void OffloadScheduler::rank_exited(uint32_t rank) {
   check_rank(rank, "rank_exited");
   RankRecord& record = rank_records_[rank];
-  if (record.state == RankState::kExited) return;
-  if (record.state == RankState::kLive) rank_unresponsive(rank);
-  record.state = RankState::kExited;
+  if (record.state == RankLiveness::kExited) return;
+  if (record.state == RankLiveness::kLive) rank_unresponsive(rank);
+  record.state = RankLiveness::kExited;
   record.pid = 0;
   // Every job this rank has not settled was counted by rank_unresponsive(): jobs are never
   // dispatched while a rank is not live.
@@ -245,9 +245,9 @@ SchedulerFigures OffloadScheduler::figures() const {
   SchedulerFigures figures;
   figures.ranks = ranks_;
   for (const RankRecord& record : rank_records_) {
-    if (record.state == RankState::kLive) ++figures.live_ranks;
-    if (record.state == RankState::kUnresponsive) ++figures.unresponsive_ranks;
-    if (record.state == RankState::kExited) ++figures.exited_ranks;
+    if (record.state == RankLiveness::kLive) ++figures.live_ranks;
+    if (record.state == RankLiveness::kUnresponsive) ++figures.unresponsive_ranks;
+    if (record.state == RankLiveness::kExited) ++figures.exited_ranks;
   }
   figures.chunks = pins_.chunks();
   figures.pinned_chunks = pins_.pinned_chunks();

@@ -158,7 +158,7 @@ class OffloadScheduler {
   SchedulerFigures figures() const;
   uint32_t ranks() const { return ranks_; }
   uint32_t tp() const { return tp_; }
-  RankState rank_state(uint32_t rank) const { return rank_records_.at(rank).state; }
+  RankLiveness rank_state(uint32_t rank) const { return rank_records_.at(rank).state; }
   // The pid of the rank's attached process (from kAttach), 0 when none is known.
   uint64_t rank_pid(uint32_t rank) const { return rank_records_.at(rank).pid; }
   const CopyPins& pins() const { return pins_; }
@@ -169,7 +169,7 @@ class OffloadScheduler {
   struct RankRecord {
     uint64_t last_sequence = 0;
     uint64_t pid = 0;
-    RankState state = RankState::kLive;
+    RankLiveness state = RankLiveness::kLive;
   };
 
   ReportVerdict check_and_apply(const Report& report);

@@ -57,7 +57,7 @@ struct SimRank {
   uint64_t pid = 0;
   std::deque<Report> ring;  // posted, not yet delivered
   // The scheduler's view, as the rules say it must be.
-  RankState state = RankState::kLive;
+  RankLiveness state = RankLiveness::kLive;
   uint64_t last_sequence = 0;
   Epoch released = 0;
   uint64_t known_pid = 0;
@@ -126,7 +126,7 @@ class Simulation {
   }
 
   bool all_live() const {
-    return std::all_of(ranks_.begin(), ranks_.end(), [](const SimRank& r) { return r.state == RankState::kLive; });
+    return std::all_of(ranks_.begin(), ranks_.end(), [](const SimRank& r) { return r.state == RankLiveness::kLive; });
   }
 
   std::vector<ChunkId> active_chunks() const {
@@ -238,15 +238,15 @@ class Simulation {
       case ReportKind::kDetach: case ReportKind::kHeartbeat:
         break;
       case ReportKind::kAttach:
-        if (rank.state == RankState::kExited) return ReportVerdict::kApplied;
-        if (rank.state == RankState::kUnresponsive) return ReportVerdict::kRankNotExited;
+        if (rank.state == RankLiveness::kExited) return ReportVerdict::kApplied;
+        if (rank.state == RankLiveness::kUnresponsive) return ReportVerdict::kRankNotExited;
         if (report.sequence <= rank.last_sequence) return ReportVerdict::kSequenceReplay;
         if (rank.known_pid != 0 && rank.known_pid != report.value) return ReportVerdict::kRankNotExited;
         return ReportVerdict::kApplied;
       default:
         return ReportVerdict::kUnknownKind;
     }
-    if (rank.state != RankState::kLive) return ReportVerdict::kRankNotLive;
+    if (rank.state != RankLiveness::kLive) return ReportVerdict::kRankNotLive;
     if (report.sequence <= rank.last_sequence) return ReportVerdict::kSequenceReplay;
     if (report.kind == ReportKind::kCopyComplete || report.kind == ReportKind::kCopyFailed) {
       auto job = jobs_.find(report.value);
@@ -274,8 +274,8 @@ class Simulation {
 
   void expect_unresponsive(uint32_t r) {
     SimRank& rank = ranks_[r];
-    if (rank.state != RankState::kLive) return;
-    rank.state = RankState::kUnresponsive;
+    if (rank.state != RankLiveness::kLive) return;
+    rank.state = RankLiveness::kUnresponsive;
     for (auto& [id, job] : jobs_) {
       if (!job.settled[r] && !job.failed) {
         job.failed = true;
@@ -286,7 +286,7 @@ class Simulation {
 
   void expect_exited(uint32_t r) {
     expect_unresponsive(r);
-    ranks_[r].state = RankState::kExited;
+    ranks_[r].state = RankLiveness::kExited;
     std::vector<JobId> ids;
     for (auto& [id, job] : jobs_) {
       if (!job.settled[r]) {
@@ -301,8 +301,8 @@ class Simulation {
     SimRank& rank = ranks_[report.rank];
     switch (report.kind) {
       case ReportKind::kAttach:
-        if (rank.state == RankState::kExited) {  // a replacement: joins at current - 1
-          rank.state = RankState::kLive;
+        if (rank.state == RankLiveness::kExited) {  // a replacement: joins at current - 1
+          rank.state = RankLiveness::kLive;
           rank.released = epoch_ - 1;
           if (rank.alive && !rank.admitted && rank.pid == report.value) {
             rank.admitted = true;
@@ -421,7 +421,7 @@ class Simulation {
     if (chance(2)) {
       // The caller's timeout fires (the process may be fine, hung, or gone).
       size_t failed_before = expected_.failed.size();
-      bool was_live = rank.state == RankState::kLive;
+      bool was_live = rank.state == RankLiveness::kLive;
       expect_unresponsive(r);
       size_t failed = scheduler_->rank_unresponsive(r);
       SIM_CHECK(failed == (was_live ? expected_.failed.size() - failed_before : 0), "rank_unresponsive's count");
@@ -441,12 +441,12 @@ class Simulation {
   void exits() {
     uint32_t r = static_cast<uint32_t>(draw(ranks_.size()));
     SimRank& rank = ranks_[r];
-    if (rank.state == RankState::kUnresponsive && rank.alive && chance(2)) {
+    if (rank.state == RankLiveness::kUnresponsive && rank.alive && chance(2)) {
       crash(r);  // killed
-    } else if (!rank.alive && rank.state != RankState::kExited && chance(2)) {
+    } else if (!rank.alive && rank.state != RankLiveness::kExited && chance(2)) {
       expect_exited(r);  // the pidfd says it is gone
       scheduler_->rank_exited(r);
-    } else if (!rank.alive && rank.state == RankState::kExited && chance(2)) {
+    } else if (!rank.alive && rank.state == RankLiveness::kExited && chance(2)) {
       replace(r);
     }
   }
@@ -485,7 +485,7 @@ class Simulation {
   Epoch expected_all_rank_epoch() const {
     Epoch minimum = epoch_ - 1;
     for (const SimRank& rank : ranks_) {
-      if (rank.state != RankState::kExited) minimum = std::min(minimum, rank.released);
+      if (rank.state != RankLiveness::kExited) minimum = std::min(minimum, rank.released);
     }
     return minimum;
   }
@@ -508,7 +508,7 @@ class Simulation {
     for (const auto& [id, job] : jobs_) {
       bool awaits_exit = false;
       for (uint32_t r = 0; r < ranks_.size(); ++r) {
-        awaits_exit = awaits_exit || (!job.settled[r] && ranks_[r].state == RankState::kUnresponsive);
+        awaits_exit = awaits_exit || (!job.settled[r] && ranks_[r].state == RankLiveness::kUnresponsive);
       }
       for (ChunkId c : job.chunks) {
         ++holds[c];
@@ -536,9 +536,9 @@ class Simulation {
     uint32_t live = 0, unresponsive = 0, exited = 0;
     for (uint32_t r = 0; r < ranks_.size(); ++r) {
       SIM_CHECK(scheduler_->rank_state(r) == ranks_[r].state, "rank ", r, " state");
-      live += ranks_[r].state == RankState::kLive;
-      unresponsive += ranks_[r].state == RankState::kUnresponsive;
-      exited += ranks_[r].state == RankState::kExited;
+      live += ranks_[r].state == RankLiveness::kLive;
+      unresponsive += ranks_[r].state == RankLiveness::kUnresponsive;
+      exited += ranks_[r].state == RankLiveness::kExited;
     }
     SIM_CHECK(figures.live_ranks == live && figures.unresponsive_ranks == unresponsive && figures.exited_ranks == exited, "rank counts");
     SIM_CHECK(scheduler_->holds_clear() == (figures.holds == 0), "holds_clear");
@@ -549,7 +549,7 @@ class Simulation {
     std::string text = cat("epoch ", epoch_, ", all-rank ", scheduler_->all_rank_epoch());
     for (uint32_t r = 0; r < ranks_.size(); ++r) {
       const SimRank& rank = ranks_[r];
-      text += cat("; rank ", r, " ", rank_state_name(rank.state), " released ", scheduler_->fence().released(r),
+      text += cat("; rank ", r, " ", rank_liveness_name(rank.state), " released ", scheduler_->fence().released(r),
                   rank.alive ? cat(" (process done ", rank.done, rank.admitted ? ")" : ", not admitted)") : " (gone)");
     }
     return text;
@@ -563,9 +563,9 @@ class Simulation {
     check_agreement();
     for (uint32_t r = 0; r < ranks_.size(); ++r) {
       SimRank& rank = ranks_[r];
-      if (rank.state == RankState::kUnresponsive || !rank.alive) {
+      if (rank.state == RankLiveness::kUnresponsive || !rank.alive) {
         if (rank.alive) crash(r);
-        if (rank.state != RankState::kExited) {
+        if (rank.state != RankLiveness::kExited) {
           expect_exited(r);
           scheduler_->rank_exited(r);
         }

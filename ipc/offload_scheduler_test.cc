@@ -232,7 +232,7 @@ TEST_CASE("an unresponsive rank fails its jobs, quarantines their chunks and hol
 
   CHECK(scheduler.rank_unresponsive(2) == 1);  // `reported` does not wait for rank 2
   CHECK(scheduler.rank_unresponsive(2) == 0);  // idempotent
-  CHECK(scheduler.rank_state(2) == RankState::kUnresponsive);
+  CHECK(scheduler.rank_state(2) == RankLiveness::kUnresponsive);
   std::vector<FailedJob> failures = failed(scheduler);
   REQUIRE(failures.size() == 1);
   CHECK(failures[0].job == waiting);
@@ -271,7 +271,7 @@ TEST_CASE("an unresponsive rank fails its jobs, quarantines their chunks and hol
   CHECK(reusable(scheduler).empty());
 
   scheduler.rank_exited(2);
-  CHECK(scheduler.rank_state(2) == RankState::kExited);
+  CHECK(scheduler.rank_state(2) == RankLiveness::kExited);
   CHECK(scheduler.holds_clear());
   CHECK(scheduler.figures().quarantined_chunks == 0);
   CHECK(scheduler.all_rank_epoch() == 1);
@@ -283,7 +283,7 @@ TEST_CASE("an unresponsive rank fails its jobs, quarantines their chunks and hol
   // A replacement attaches and joins at the current epoch (2): it ran nothing of epoch 1.
   ranks.restart(2);
   CHECK(scheduler.apply(ranks.make(ReportKind::kAttach, 2, 4242)) == ReportVerdict::kApplied);
-  CHECK(scheduler.rank_state(2) == RankState::kLive);
+  CHECK(scheduler.rank_state(2) == RankLiveness::kLive);
   CHECK(scheduler.rank_pid(2) == 4242);
   CHECK(scheduler.fence().released(2) == 1);
   scheduler.retire(5);  // stamp 2: the replacement must release it too
@@ -323,7 +323,7 @@ TEST_CASE("detach makes a rank unresponsive; attach records the pid and refuses 
   CHECK(scheduler.apply(ranks.make(ReportKind::kHeartbeat, 0, 5)) == ReportVerdict::kApplied);
   JobId job = scheduler.dispatch(JobKind::kStore, kJobChunks);
   CHECK(scheduler.apply(ranks.make(ReportKind::kDetach, 1, 200)) == ReportVerdict::kApplied);
-  CHECK(scheduler.rank_state(1) == RankState::kUnresponsive);
+  CHECK(scheduler.rank_state(1) == RankLiveness::kUnresponsive);
   CHECK(scheduler.pins().quarantined(1));
   CHECK(scheduler.apply(ranks.make(ReportKind::kDetach, 1, 200)) == ReportVerdict::kRankNotLive);
   CHECK(failed(scheduler).at(0).job == job);

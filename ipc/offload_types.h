@@ -27,7 +27,7 @@ enum class JobKind : uint8_t {
   kStore = 1,  // GPU -> host: ranks write the chunks
 };
 
-enum class RankState : uint8_t {
+enum class RankLiveness : uint8_t {
   kLive = 0,          // reports are applied
   kUnresponsive = 1,  // declared dead; its process may still copy: its reports are rejected
   kExited = 2,        // its process is confirmed gone; a replacement may attach
@@ -67,11 +67,11 @@ inline const char* verdict_name(ReportVerdict verdict) {
 
 inline const char* job_kind_name(JobKind kind) { return kind == JobKind::kLoad ? "load" : "store"; }
 
-inline const char* rank_state_name(RankState state) {
+inline const char* rank_liveness_name(RankLiveness state) {
   switch (state) {
-    case RankState::kLive: return "live";
-    case RankState::kUnresponsive: return "unresponsive";
-    case RankState::kExited: return "exited";
+    case RankLiveness::kLive: return "live";
+    case RankLiveness::kUnresponsive: return "unresponsive";
+    case RankLiveness::kExited: return "exited";
   }
   return "invalid";
 }

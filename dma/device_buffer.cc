@@ -1,0 +1,65 @@
+#include "dma/device_buffer.h"
+
+#include <cuda_runtime_api.h>
+
+#include <utility>
+
+#include "base/error.h"
+#include "base/size.h"
+
+namespace hugepin {
+namespace {
+
+void check(cudaError_t error, std::string_view what) {
+  if (error == cudaSuccess) return;
+  (void)cudaGetLastError();
+  throw Error(cat(what, ": ", cudaGetErrorName(error), ": ", cudaGetErrorString(error)), static_cast<int>(error));
+}
+
+}  // namespace
+
+DeviceBuffer::DeviceBuffer(int device, uint64_t bytes) : device_(device), bytes_(bytes) {
+  check(cudaSetDevice(device), cat("selecting GPU ", device));
+  check(cudaMalloc(&data_, bytes), cat("allocating ", format_bytes(bytes), " on GPU ", device));
+}
+
+DeviceBuffer::~DeviceBuffer() {
+  if (data_ == nullptr) return;
+  cudaSetDevice(device_);
+  cudaFree(data_);
+}
+
+DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept { *this = std::move(other); }
+
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
+  if (this != &other) {
+    if (data_ != nullptr) {
+      cudaSetDevice(device_);
+      cudaFree(data_);
+    }
+    device_ = other.device_;
+    data_ = std::exchange(other.data_, nullptr);
+    bytes_ = std::exchange(other.bytes_, 0);
+  }
+  return *this;
+}
+
+void DeviceBuffer::fill(int byte) {
+  check(cudaSetDevice(device_), cat("selecting GPU ", device_));
+  check(cudaMemset(data_, byte, bytes_), "cudaMemset");
+  check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+}
+
+void copy_to_device(int device, uint64_t device_address, const void* host, size_t bytes) {
+  check(cudaSetDevice(device), cat("selecting GPU ", device));
+  check(cudaMemcpy(reinterpret_cast<void*>(device_address), host, bytes, cudaMemcpyHostToDevice),
+        cat("copying ", format_bytes(bytes), " to GPU ", device));
+}
+
+void copy_from_device(int device, void* host, uint64_t device_address, size_t bytes) {
+  check(cudaSetDevice(device), cat("selecting GPU ", device));
+  check(cudaMemcpy(host, reinterpret_cast<const void*>(device_address), bytes, cudaMemcpyDeviceToHost),
+        cat("copying ", format_bytes(bytes), " from GPU ", device));
+}
+
+}  // namespace hugepin
