@@ -184,7 +184,7 @@ void ArenaControl::release() {
 }
 
 ArenaLayout ArenaControl::layout() const {
-  const SegmentView& view = segment_.view();
+  const ParsedSegment& view = segment_.view();
   ArenaLayout layout;
   layout.tp = view.header.tp;
   layout.pp = view.header.pp;

@@ -86,7 +86,7 @@ void check_span(std::string_view what, uint64_t offset, uint64_t count, uint64_t
   }
 }
 
-void check_region(const SegmentView& view, uint32_t rank, const std::byte* data, size_t size,
+void check_region(const ParsedSegment& view, uint32_t rank, const std::byte* data, size_t size,
                   std::vector<const ReportRing*>& rings, std::vector<std::string_view>& paths) {
   const RegionRecord& record = view.regions[rank];
   const SegmentHeader& header = view.header;
@@ -162,7 +162,7 @@ std::string_view rank_state_name(uint8_t state) {
   return "unknown";
 }
 
-SegmentView parse_segment(const std::byte* data, size_t size) {
+ParsedSegment parse_segment(const std::byte* data, size_t size) {
   if (size < sizeof(ControlBlock)) {
     throw Error(cat("control segment is ", size, " bytes: too short to hold a control block (truncated?)"));
   }
@@ -171,7 +171,7 @@ SegmentView parse_segment(const std::byte* data, size_t size) {
     throw Error(cat("no control block in the first ", format_bytes(kControlScanBytes),
                     " of the segment: not a hugepin control segment, corrupt, or still being created"));
   }
-  SegmentView view;
+  ParsedSegment view;
   view.block = block;
   view.header = read_header(*block, size);
   const SegmentHeader& header = view.header;

@@ -55,7 +55,7 @@ struct SegmentHeader {
 
 // A parsed segment image: the checked header and where everything is. Pointers into the image;
 // valid while it is.
-struct SegmentView {
+struct ParsedSegment {
   SegmentHeader header;
   const ControlBlock* block = nullptr;
   const Doorbell* doorbell = nullptr;
@@ -70,7 +70,7 @@ struct SegmentView {
 // wrong: no control block (not a segment, truncated, or still being created), another layout
 // version, an offset or count outside the image, a ring or record that does not check out.
 // REQUIRES: data is 128-byte aligned (a mapping is).
-SegmentView parse_segment(const std::byte* data, size_t size);
+ParsedSegment parse_segment(const std::byte* data, size_t size);
 
 enum class SegmentAccess { kReadOnly, kReadWrite };
 
@@ -91,7 +91,7 @@ class ControlSegment {
   // The same for a segment file at `path` (tests, and images saved for inspection).
   static ControlSegment open_file(Os& os, const std::string& path, SegmentAccess access, std::string_view arena = "");
 
-  const SegmentView& view() const { return view_; }
+  const ParsedSegment& view() const { return view_; }
   const SegmentHeader& header() const { return view_.header; }
   const std::string& path() const { return mapping_.path(); }
   uint64_t size() const { return mapping_.size(); }
@@ -114,7 +114,7 @@ class ControlSegment {
   MappedRegion mapping_;
   struct stat file_ {};
   SegmentAccess access_ = SegmentAccess::kReadOnly;
-  SegmentView view_;
+  ParsedSegment view_;
 };
 
 // A rank's attachment as read from its record at one moment.

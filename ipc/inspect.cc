@@ -8,7 +8,7 @@
 namespace hugepin {
 namespace {
 
-RankSnapshot snapshot_rank(Os& os, const SegmentView& view, uint32_t rank) {
+RankSnapshot snapshot_rank(Os& os, const ParsedSegment& view, uint32_t rank) {
   const RegionRecord& record = view.regions[rank];
   const ReportRing& ring = *view.rings[rank];
   RankSnapshot snapshot;
@@ -32,7 +32,7 @@ RankSnapshot snapshot_rank(Os& os, const SegmentView& view, uint32_t rank) {
 
 }  // namespace
 
-ArenaSnapshot snapshot_segment(Os& os, const SegmentView& view) {
+ArenaSnapshot snapshot_segment(Os& os, const ParsedSegment& view) {
   ArenaSnapshot snapshot;
   snapshot.taken_ns = monotonic_ns();
   snapshot.name = view.header.arena;

@@ -55,7 +55,7 @@ struct ArenaSnapshot {
 };
 
 // Reads what a parsed segment holds now. Loads only.
-ArenaSnapshot snapshot_segment(Os& os, const SegmentView& view);
+ArenaSnapshot snapshot_segment(Os& os, const ParsedSegment& view);
 
 // Opens arena `name`'s segment read-only and reads it. Throws Error: no such arena, access
 // refused, corrupt.

@@ -79,7 +79,7 @@ struct Outcome {
 // Reads an image the way the inspector does: parse, snapshot, metrics.
 void read_like_the_inspector(const std::byte* image, size_t size, Outcome& outcome) {
   try {
-    SegmentView view = parse_segment(image, size);
+    ParsedSegment view = parse_segment(image, size);
     ArenaSnapshot snapshot = snapshot_segment(real_os(), view);
     std::string text = metrics_text({InspectEntry{snapshot.name, snapshot, ""}}, monotonic_ns());
     CHECK_FALSE(text.empty());
