@@ -174,6 +174,7 @@ void add_gpu_bench_commands(CLI::App& bench, Context& context) {
     std::string bytes = "1G";
     unsigned repeat = 5;
     unsigned sm_blocks = 4;
+    int device = 0;
     std::string page_size = "auto";
     std::string dir;
     bool json = false;
@@ -184,6 +185,7 @@ void add_gpu_bench_commands(CLI::App& bench, Context& context) {
   copy->add_option("--bytes", copy_args->bytes, "Bytes per run and direction")->check(size_validator());
   copy->add_option("--repeat", copy_args->repeat, "Runs per row")->check(CLI::Range(1, 100));
   copy->add_option("--sm-blocks", copy_args->sm_blocks, "Thread blocks of the SM kernels")->check(CLI::Range(1, 1024));
+  copy->add_option("--device", copy_args->device, "GPU to copy to and from")->check(CLI::Range(0, 63));
   copy->add_option("--pagesize", copy_args->page_size, "Host region page size")->check(page_size_validator(true));
   copy->add_option("--dir", copy_args->dir, "hugetlbfs mount to use");
   copy->add_flag("--json", copy_args->json, "Print JSON");
@@ -195,6 +197,7 @@ void add_gpu_bench_commands(CLI::App& bench, Context& context) {
       options.bytes = size_value(copy_args->bytes);
       options.repeat = copy_args->repeat;
       options.sm_blocks = copy_args->sm_blocks;
+      options.device = copy_args->device;
       options.page_size = page_size_value(copy_args->page_size);
       options.hugetlbfs_dir = copy_args->dir;
       for (uint64_t block : options.block_sizes) {

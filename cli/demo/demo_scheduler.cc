@@ -12,6 +12,7 @@
 #include <iostream>
 #include <map>
 #include <random>
+#include <thread>
 
 #include "base/error.h"
 #include "base/pattern.h"
@@ -150,9 +151,28 @@ class Engine {
     return alive;
   }
 
-  // The host copies of every stored chunk, on every rank, byte by byte.
+  // The host copies of every stored chunk, on every rank, byte by byte: a thread per rank.
   void verify_all() {
-    for (uint32_t rank = 0; rank < plan_.ranks.size(); ++rank) verify_rank(rank, /*after_restart=*/false);
+    std::vector<std::thread> threads;
+    std::vector<std::exception_ptr> failures(plan_.ranks.size());
+    std::vector<Verified> verified(plan_.ranks.size());
+    for (uint32_t rank = 0; rank < plan_.ranks.size(); ++rank) {
+      threads.emplace_back([&, rank] {
+        try {
+          verified[rank] = verify_region(rank);
+        } catch (...) {
+          failures[rank] = std::current_exception();
+        }
+      });
+    }
+    for (std::thread& thread : threads) thread.join();
+    for (const std::exception_ptr& failure : failures) {
+      if (failure) std::rethrow_exception(failure);
+    }
+    for (const Verified& v : verified) {
+      result_.chunks_verified += v.chunks;
+      result_.bytes_verified += v.bytes;
+    }
   }
 
  private:
@@ -379,10 +399,17 @@ class Engine {
     settle();
   }
 
-  void verify_rank(uint32_t rank, bool after_restart) {
+  struct Verified {
+    uint64_t chunks = 0;
+    uint64_t bytes = 0;
+  };
+
+  // Checks rank `rank`'s host copy of every stored chunk. Reads only this engine's chunk table,
+  // so several ranks can be checked at once.
+  Verified verify_region(uint32_t rank) const {
     MappedRegion region = open_region(real_os(), arena_, rank, /*writable=*/false);
     RankShape shape = rank_shape(plan_.ranks[rank], plan_.chunk_count, plan_.blocks_per_chunk);
-    uint64_t chunks = 0;
+    Verified verified;
     for (ChunkId chunk = 0; chunk < plan_.chunk_count; ++chunk) {
       if (states_[chunk] != ChunkState::kStored) continue;
       for (size_t s = 0; s < shape.segments.size(); ++s) {
@@ -394,15 +421,21 @@ class Engine {
             throw Error(cat("rank ", rank, ": chunk ", chunk, " (version ", versions_[chunk], ") segment ", s,
                             " block ", b, " in ", region.path(), " is not what its store wrote"));
           }
-          result_.bytes_verified += segment.bytes_per_block;
+          verified.bytes += segment.bytes_per_block;
         }
       }
-      ++chunks;
+      ++verified.chunks;
     }
-    result_.chunks_verified += chunks;
+    return verified;
+  }
+
+  void verify_rank(uint32_t rank, bool after_restart) {
+    Verified verified = verify_region(rank);
+    result_.chunks_verified += verified.chunks;
+    result_.bytes_verified += verified.bytes;
     if (after_restart) {
-      result_.events.push_back(
-          cat("rank ", rank, ": its region survived its process: ", chunks, " stored chunks checked, all intact"));
+      result_.events.push_back(cat("rank ", rank, ": its region survived its process: ", verified.chunks,
+                                   " stored chunks checked, all intact"));
     }
   }
 

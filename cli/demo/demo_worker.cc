@@ -14,6 +14,7 @@
 
 #include "base/error.h"
 #include "base/pattern.h"
+#include "base/size.h"
 #include "cli/demo/demo_channel.h"
 #include "cli/demo/kv_model.h"
 #include "dma/copy_engine.h"
@@ -114,11 +115,15 @@ class Worker {
     options.device = setup.device;
     if (setup.gpu) {
       attachment_.set_state(RankState::kPinning);
+      const auto start = Clock::now();
       PinOptions pin;
       pin.device = setup.device;
       pin.alignment = attachment_.region().page_size();
       pinned_ = pin_region(*cuda_runtime(), host, attachment_.region().size(), pin,
                            [this](uint64_t done, uint64_t) { attachment_.set_pinned_bytes(done); });
+      const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+      std::cerr << "hugepin demo: rank " << setup.rank << ": pinned " << format_bytes(attachment_.region().size())
+                << " for GPU " << setup.device << " in " << seconds << " s (" << pinned_.chunks() << " registrations)\n";
       options.host_split_base = reinterpret_cast<uintptr_t>(host);
       options.host_split_bytes = pinned_.chunk_bytes();
       engine_ = make_cuda_copy_engine(std::move(views), options);
