@@ -101,8 +101,10 @@ void check_copy(CopyEngine& engine, Direction direction, CopyBackend backend, st
   if (load) {
     std::memcpy(f.host(), source.data(), kRegionBytes);
     cuda_ok(cudaMemcpy(f.device, poison.data(), kRegionBytes, cudaMemcpyHostToDevice), "poison device");
+    cuda_ok(cudaDeviceSynchronize(), "poison device");  // pageable copies may return before landing
   } else {
     cuda_ok(cudaMemcpy(f.device, source.data(), kRegionBytes, cudaMemcpyHostToDevice), "fill device");
+    cuda_ok(cudaDeviceSynchronize(), "fill device");
     std::memcpy(f.host(), poison.data(), kRegionBytes);
   }
   auto completion = engine.launch(direction, pairs, backend);
@@ -196,6 +198,7 @@ TEST_CASE("loads and stores at once, on their own streams") {
   fill_random(source, 42);
   std::memcpy(f.host(), source.data(), kRegionBytes);
   cuda_ok(cudaMemcpy(f.device, source.data(), kRegionBytes, cudaMemcpyHostToDevice), "fill device");
+  cuda_ok(cudaDeviceSynchronize(), "fill device");
   const uint64_t blocks = all[0].device_blocks;
   std::vector<BlockPair> pairs;
   for (uint64_t b = 0; b < blocks; ++b) pairs.push_back({b, blocks - 1 - b});  // reverse every block

@@ -54,6 +54,10 @@ void copy_to_device(int device, uint64_t device_address, const void* host, size_
   check(cudaSetDevice(device), cat("selecting GPU ", device));
   check(cudaMemcpy(reinterpret_cast<void*>(device_address), host, bytes, cudaMemcpyHostToDevice),
         cat("copying ", format_bytes(bytes), " to GPU ", device));
+  // From pageable memory cudaMemcpy may return once the bytes are staged, before they land; work
+  // on other (non-blocking) streams must not see the old bytes (seen on the H200 host: the
+  // demo's stores copied stale blocks). Wait for the device.
+  check(cudaDeviceSynchronize(), cat("waiting for a copy to GPU ", device));
 }
 
 void copy_from_device(int device, void* host, uint64_t device_address, size_t bytes) {

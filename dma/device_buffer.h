@@ -31,7 +31,8 @@ class DeviceBuffer {
   uint64_t bytes_ = 0;
 };
 
-// Synchronous copies between host memory and device memory (any host memory). Throw Error.
+// Synchronous copies between host memory and device memory (any host memory): the bytes have
+// landed when they return, for every stream. Throw Error.
 void copy_to_device(int device, uint64_t device_address, const void* host, size_t bytes);
 void copy_from_device(int device, void* host, uint64_t device_address, size_t bytes);
 

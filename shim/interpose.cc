@@ -293,25 +293,32 @@ HUGEPIN_EXPORT int cudaFreeHost(void* ptr) {
   });
 }
 
-// Not interposed: cudaHostRegister. A range overlapping a shim allocation is already registered
-// (by the shim), and the runtime itself refuses it with cudaErrorHostMemoryAlreadyRegistered, as
-// it does for cudaHostAlloc memory; any other range is the application's.
+// What the real runtime answers for cudaHostAlloc memory, measured on the H200 host (CUDA 13,
+// driver 580): registering any part of it, or unregistering it, is cudaErrorInvalidValue, and
+// cudaHostGetFlags reports the Mapped bit even when flags 0 were asked (unified addressing).
+// Shim memory is registered memory underneath, so the shim answers these calls itself, setting
+// the runtime's last error the way the runtime would (the real cudaFreeHost of an address it never
+// handed out returns, and records, cudaErrorInvalidValue).
+int runtime_invalid_value() {
+  return call_real(real_cudaFreeHost, cuda::kErrorInvalidValue, static_cast<void*>(&g_never_allocated));
+}
+
+HUGEPIN_EXPORT int cudaHostRegister(void* ptr, size_t size, unsigned int flags) {
+  const char* first = static_cast<const char*>(ptr);
+  if (size > 0 && (shim_holds(first) || shim_holds(first + size - 1))) return runtime_invalid_value();
+  return call_real(real_cudaHostRegister, cuda::kErrorInitializationError, ptr, size, flags);
+}
 
 HUGEPIN_EXPORT int cudaHostUnregister(void* ptr) {
-  // cudaHostAlloc memory is not "registered": the runtime refuses to unregister it. Unregistering
-  // a shim allocation must not undo the shim's registration, so the runtime answers for an
-  // address it never registered instead.
-  if (shim_holds(ptr)) {
-    return call_real(real_cudaHostUnregister, cuda::kErrorHostMemoryNotRegistered,
-                     static_cast<void*>(&g_never_registered));
-  }
+  // Unregistering a shim allocation must not undo the shim's registration.
+  if (shim_holds(ptr)) return runtime_invalid_value();
   return call_real(real_cudaHostUnregister, cuda::kErrorInitializationError, ptr);
 }
 
 HUGEPIN_EXPORT int cudaHostGetFlags(unsigned int* flags, void* host) {
   if (std::optional<uint32_t> asked = shim_flags(host)) {
     if (flags == nullptr) return cuda::kErrorInvalidValue;
-    *flags = *asked;
+    *flags = *asked | cuda::kHostAllocMapped;
     return cuda::kSuccess;
   }
   return call_real(real_cudaHostGetFlags, cuda::kErrorInitializationError, flags, host);

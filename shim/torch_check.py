@@ -386,8 +386,11 @@ def report_rounding_and_time(report, shim, hugetlbfs, rounding_sizes, timing_siz
         report.check(mine["hugepages_taken"] == expected_pages,
                      f"{kind} {n}: the shim took {mine['hugepages_taken']} hugepages, expected {expected_pages}")
         if kind == "exact":
-            report.check(mine["taken"] <= n + HUGEPAGE + 64 * MIB,
-                         f"exact {n}: the shim took {mine['taken']} bytes (more than one hugepage over)")
+            # MemFree also counts the driver's own bookkeeping for pinned memory (about 1.6% on the
+            # H200 host, with or without the shim): compare with CUDA alone on the same request.
+            report.check(mine["taken"] <= plain["taken"] + HUGEPAGE,
+                         f"exact {n}: the shim took {mine['taken']} bytes, CUDA alone {plain['taken']} "
+                         f"(more than one hugepage over it)")
         torch_reserved = plain["torch_reserved"]
         path = "torch pin_memory=True" if kind == "pin" else "cudaHostAlloc (exact)"
         print(f"{show(n):>14} {path:<22} {plain['taken'] / n:>12.3f}x {mine['taken'] / n:>9.3f}x "

@@ -126,6 +126,12 @@ int HostMemory::register_range(void* ptr, size_t size, unsigned flags) {
   if (ptr == nullptr || size == 0) return kInvalidValue;
   auto start = reinterpret_cast<uintptr_t>(ptr);
   std::lock_guard lock(mutex_);
+  // As the real runtime answers (CUDA 13, measured on an H200 host): a range within
+  // cudaHostAlloc memory is an invalid value, one overlapping a registration already registered.
+  uintptr_t ignored = 0;
+  if (find(allocations_, start, &ignored) != nullptr || find(allocations_, start + size - 1, &ignored) != nullptr) {
+    return kInvalidValue;
+  }
   if (overlaps(start, size)) return kAlreadyRegistered;
   if (!mapped(start, size)) return kInvalidValue;
   registrations_[start] = Range{size, flags};
@@ -134,6 +140,9 @@ int HostMemory::register_range(void* ptr, size_t size, unsigned flags) {
 
 int HostMemory::unregister(void* ptr) {
   std::lock_guard lock(mutex_);
+  uintptr_t ignored = 0;
+  // cudaHostAlloc memory is not a registration: the real runtime calls it an invalid value.
+  if (find(allocations_, reinterpret_cast<uintptr_t>(ptr), &ignored) != nullptr) return kInvalidValue;
   return registrations_.erase(reinterpret_cast<uintptr_t>(ptr)) == 1 ? kOk : kNotRegistered;
 }
 
@@ -143,7 +152,9 @@ int HostMemory::allocation_flags(void* host, unsigned* flags) {
   uintptr_t start = 0;
   const Range* range = find(allocations_, reinterpret_cast<uintptr_t>(host), &start);
   if (range == nullptr) return kInvalidValue;
-  *flags = range->flags;
+  // Under unified addressing every cudaHostAlloc allocation is mapped: the real runtime reports
+  // the Mapped bit even for flags 0 (measured on an H200 host).
+  *flags = range->flags | kMappedFlag;
   return kOk;
 }
 

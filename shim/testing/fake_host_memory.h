@@ -26,6 +26,8 @@ inline constexpr int kInvalidValue = 1;
 inline constexpr int kOutOfMemory = 2;
 inline constexpr int kAlreadyRegistered = 712;
 inline constexpr int kNotRegistered = 713;
+// cudaHostAllocMapped and CU_MEMHOSTALLOC_DEVICEMAP alike.
+inline constexpr unsigned kMappedFlag = 2;
 
 class HostMemory {
  public:
