@@ -7,11 +7,14 @@
 #include <iostream>
 #include <thread>
 
+#include "base/options.h"
 #include "cli/command.h"
 #include "cli/inspect_view.h"
+#include "cli/shim_view.h"
 #include "ipc/doorbell.h"
 #include "ipc/inspect.h"
 #include "ipc/metrics.h"
+#include "shim/shim_registry.h"
 
 namespace hugepin::cli {
 namespace {
@@ -39,32 +42,47 @@ RatesByArena rates_between(const std::vector<InspectEntry>& before, const std::v
   return rates;
 }
 
-void print_sample(const std::vector<InspectEntry>& entries, const RatesByArena& rates, const InspectArgs& args) {
+// The processes the LD_PRELOAD shim serves (their tables sit beside the control segments), when
+// every arena is shown.
+std::vector<ShimTable> shim_sample(Os& os, const InspectArgs& args) {
+  if (!args.name.empty()) return {};
+  std::vector<std::string> problems;  // a bad HUGEPIN_* value is `hugepin shim env`'s to report
+  Options options = Options::parse(environment_source(), &problems);
+  return list_shim_tables(os, options.text(Option::kShmDir));
+}
+
+void print_sample(Os& os, const std::vector<InspectEntry>& entries, const RatesByArena& rates,
+                  const InspectArgs& args) {
   const int64_t now = monotonic_ns();
+  std::vector<ShimTable> shim = shim_sample(os, args);
   if (args.json) {
+    Json json = inspect_json(entries, rates, now);
+    if (args.name.empty()) json["shim"] = shim_tables_json(shim)["processes"];
     // Under --watch, one compact document per line (JSON Lines); otherwise indented.
     if (args.watch_seconds > 0) {
-      std::cout << inspect_json(entries, rates, now).dump() << std::endl;
+      std::cout << json.dump() << std::endl;
     } else {
-      print_json(inspect_json(entries, rates, now));
+      print_json(json);
     }
     return;
   }
   if (args.watch_seconds > 0 && isatty(STDOUT_FILENO) != 0) std::cout << "\033[H\033[2J";
-  std::cout << inspect_text(entries, rates, now) << std::flush;
+  std::cout << inspect_text(entries, rates, now);
+  if (!shim.empty()) std::cout << "\nLD_PRELOAD shim allocations:\n" << shim_tables_table(shim);
+  std::cout << std::flush;
 }
 
 int run_inspect(Context& context, const InspectArgs& args) {
   Os& os = context.os();
   std::vector<InspectEntry> previous = take_sample(os, args.name);
-  print_sample(previous, {}, args);
+  print_sample(os, previous, {}, args);
   if (args.watch_seconds <= 0) return 0;
   const auto interval = std::chrono::duration<double>(args.watch_seconds);
   for (uint64_t sample = 1; args.count == 0 || sample < args.count; ++sample) {
     std::this_thread::sleep_for(interval);
     std::vector<InspectEntry> current = take_sample(os, args.name);
     if (!args.json && isatty(STDOUT_FILENO) == 0) std::cout << "\n";
-    print_sample(current, rates_between(previous, current), args);
+    print_sample(os, current, rates_between(previous, current), args);
     previous = std::move(current);
   }
   return 0;

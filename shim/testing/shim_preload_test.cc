@@ -319,6 +319,23 @@ TEST_CASE("hugepin shim list shows a running process's allocations; stale and co
   CHECK(table.status == 0);
   CHECK_MESSAGE(table.out.find("arena kv rank 2") != std::string::npos, table.out);
   CHECK_MESSAGE(table.out.find("gone") != std::string::npos, table.out);
+
+  // hugepin inspect shows them too, beside the arenas: owning pid, bytes asked and given.
+  test::CommandResult inspect = test::run_command(cat("env HUGEPIN_SHM_DIR=", env.shm_dir(), " ", HUGEPIN_CLI_PATH,
+                                                      " inspect --json"));
+  REQUIRE_MESSAGE(inspect.status == 0, inspect.out);
+  const nlohmann::json seen = nlohmann::json::parse(inspect.out);
+  bool found = false;
+  for (const auto& process : seen["shim"]) {
+    if (process["pid"] != holder.pid()) continue;
+    found = true;
+    CHECK(process["bytes_asked"] == 3000001);
+    CHECK(process["bytes_given"] == 3002368);
+  }
+  CHECK(found);
+  test::CommandResult text = test::run_command(cat("env HUGEPIN_SHM_DIR=", env.shm_dir(), " ", HUGEPIN_CLI_PATH,
+                                                   " inspect"));
+  CHECK_MESSAGE(text.out.find("LD_PRELOAD shim allocations:") != std::string::npos, text.out);
   CHECK(holder.finish() == 0);
 }
 
