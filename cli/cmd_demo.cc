@@ -37,6 +37,9 @@ Json result_json(const demo::DemoResult& r) {
           {"seconds", r.seconds},
           {"stores", r.stores},
           {"loads", r.loads},
+          {"spills", r.spills},
+          {"restores", r.restores},
+          {"disk_bytes", r.disk_bytes},
           {"bytes_moved", r.bytes_moved},
           {"gb_per_second", r.seconds > 0 ? static_cast<double>(r.bytes_moved) / r.seconds / 1e9 : 0},
           {"quorum_ms", {{"p50", bench::percentile(r.quorum_ms, 50)}, {"p99", bench::percentile(r.quorum_ms, 99)}}},
@@ -63,6 +66,10 @@ void print_result(const demo::DemoResult& r) {
                  ms(bench::percentile(r.fence_wait_ms, 100)), std::to_string(r.figures.reports_applied),
                  std::to_string(r.figures.reports_rejected_total())});
   std::cout << table.render();
+  if (r.spills + r.restores > 0) {
+    std::cout << "disk tier: " << r.spills << " spill and " << r.restores << " restore jobs, "
+              << format_bytes(r.disk_bytes) << ", pinned and fenced like copies\n";
+  }
 }
 
 int run(const DemoArgs& args) {
@@ -126,6 +133,8 @@ void add_demo_command(CLI::App& app, Context& context) {
   demo->add_option("--kill-after", c.kill_after, "Seconds into the run for --kill-rank")->check(CLI::Range(0.0, 3600.0));
   demo->add_flag("--restart", c.restart, "Replace a dead rank's process and go on");
   demo->add_flag("--keep", c.keep, "Keep the arena afterwards");
+  demo->add_option("--spill-dir", c.spill_dir, "Also spill chunks to files here and restore them (the disk tier)")
+      ->check(CLI::ExistingDirectory);
   demo->add_flag("--json", args->json, "Print the result as JSON (README)");
   demo->callback([&context, args] { context.action = [args] { return run(*args); }; });
 }

@@ -5,10 +5,12 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <string>
 #include <thread>
 
 #include "tests/support/run_command.h"
+#include "tests/support/temp_dir.h"
 
 namespace {
 
@@ -69,6 +71,19 @@ TEST_CASE("with --restart a replacement takes the rank over and finds its region
   }
   CHECK(survived);
   CHECK(result["chunks_verified"].get<int>() > 0);
+}
+
+TEST_CASE("with --spill-dir, spills and restores run as pinned, fenced jobs, and every byte still checks") {
+  hugepin::test::TempDir dir("/var/tmp");
+  hugepin::test::CommandResult run = run_hugepin(kSmall + " --seconds 2 --spill-dir " + dir.path());
+  REQUIRE_MESSAGE(run.status == 0, run.out);
+  Json result = parse(run.out);
+  CHECK(result["spills"].get<int>() > 0);
+  CHECK(result["restores"].get<int>() > 0);
+  CHECK(result["disk_bytes"].get<uint64_t>() > 0);
+  CHECK(result["chunks_verified"].get<int>() > 0);
+  CHECK(result["reports_rejected"] == 0);
+  CHECK(std::filesystem::is_empty(dir.path()));  // the spill files go with the arena
 }
 
 TEST_CASE("hugepin inspect sees the demo live: workers alive, scheduler figures published") {

@@ -15,6 +15,15 @@ enum class MessageType : uint32_t {
   kStop = 4,     // finish what is in flight, detach, exit
 };
 
+// What a job does with its chunks. The scheduler pins them all alike: loads and spills read host
+// chunks (OffloadScheduler JobKind::kLoad), stores and restores write them (JobKind::kStore).
+enum class DemoOp : uint32_t {
+  kLoad = 0,     // host -> GPU
+  kStore = 1,    // GPU -> host
+  kSpill = 2,    // host -> disk
+  kRestore = 3,  // disk -> host
+};
+
 struct ChunkCopy {
   uint64_t chunk = 0;
   uint64_t gpu_first_block = 0;  // the GPU blocks of this chunk: [first, first + blocks_per_chunk)
@@ -23,7 +32,7 @@ struct ChunkCopy {
 
 struct Message {
   MessageType type = MessageType::kStop;
-  uint32_t kind = 0;   // JobKind for kJob
+  uint32_t kind = 0;   // DemoOp for kJob
   uint64_t job = 0;
   uint64_t epoch = 0;
   std::vector<ChunkCopy> chunks;

@@ -25,6 +25,7 @@ struct DemoConfig {
   double kill_after = 1;          // ... this many seconds in
   bool restart = false;           // replace a dead rank's process and go on
   bool keep = false;              // keep the arena afterwards
+  std::string spill_dir;          // the disk tier: spill and restore chunks there ("" = none)
   bool progress = true;           // a progress line on stderr (when it is a terminal)
 };
 

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdio>
 #include <deque>
+#include <filesystem>
 #include <iostream>
 #include <map>
 #include <random>
@@ -59,6 +60,7 @@ int gpus_seen_by_a_child(const DemoConfig& config) {
 enum class ChunkState { kFree, kStoring, kStored, kRetired };
 
 struct Job {
+  DemoOp op;
   JobKind kind;
   std::vector<ChunkCopy> chunks;
   std::vector<uint64_t> slots;
@@ -78,6 +80,8 @@ class Engine {
         states_(plan.chunk_count, ChunkState::kFree),
         versions_(plan.chunk_count, 0),
         busy_(plan.chunk_count, 0),
+        exclusive_(plan.chunk_count, false),
+        on_disk_(plan.chunk_count, 0),
         retired_at_(plan.chunk_count),
         random_(12345) {
     for (ChunkId c = 0; c < plan.chunk_count; ++c) free_.push_back(c);
@@ -251,21 +255,36 @@ class Engine {
       if (it == jobs_.end()) continue;
       Job& job = it->second;
       result_.quorum_ms.push_back(ms_since(job.dispatched));
-      result_.bytes_moved += job_bytes(job);
+      const bool disk = job.op == DemoOp::kSpill || job.op == DemoOp::kRestore;
+      (disk ? result_.disk_bytes : result_.bytes_moved) += job_bytes(job);
       for (const ChunkCopy& copy : job.chunks) {
-        if (job.kind == JobKind::kStore) {
-          states_[copy.chunk] = ChunkState::kStored;
-          versions_[copy.chunk] = copy.version;
-          stored_.push_back(static_cast<ChunkId>(copy.chunk));
-        } else {
-          --busy_[copy.chunk];
+        switch (job.op) {
+          case DemoOp::kStore:
+            states_[copy.chunk] = ChunkState::kStored;
+            versions_[copy.chunk] = copy.version;
+            stored_.push_back(static_cast<ChunkId>(copy.chunk));
+            break;
+          case DemoOp::kSpill:
+            on_disk_[copy.chunk] = copy.version;
+            --busy_[copy.chunk];
+            break;
+          case DemoOp::kRestore:
+            exclusive_[copy.chunk] = false;
+            --busy_[copy.chunk];
+            break;
+          case DemoOp::kLoad:
+            --busy_[copy.chunk];
+            break;
         }
       }
-      if (job.kind == JobKind::kStore) {
-        ++result_.stores;
-      } else {
-        ++result_.loads;
-        result_.loads_checked += workers_.size();
+      switch (job.op) {
+        case DemoOp::kStore: ++result_.stores; break;
+        case DemoOp::kSpill: ++result_.spills; break;
+        case DemoOp::kRestore: ++result_.restores; break;
+        case DemoOp::kLoad:
+          ++result_.loads;
+          result_.loads_checked += workers_.size();
+          break;
       }
       for (uint64_t slot : job.slots) slots_.push_back(slot);
       jobs_.erase(it);
@@ -280,10 +299,13 @@ class Engine {
         // sent before that epoch closed, are over by then.
         held_slots_.push_back({scheduler_.current_epoch(), it->second.slots});
         for (const ChunkCopy& copy : it->second.chunks) {
-          if (it->second.kind == JobKind::kStore) {
+          const DemoOp op = it->second.op;
+          if (op != DemoOp::kStore) --busy_[copy.chunk];
+          if (op == DemoOp::kRestore) exclusive_[copy.chunk] = false;
+          // A failed store or restore leaves the host copy half written.
+          if (op == DemoOp::kStore || op == DemoOp::kRestore) {
+            if (op == DemoOp::kRestore) std::erase(stored_, static_cast<ChunkId>(copy.chunk));
             retire(static_cast<ChunkId>(copy.chunk));
-          } else {
-            --busy_[copy.chunk];
           }
         }
         jobs_.erase(it);
@@ -309,16 +331,41 @@ class Engine {
     scheduler_.retire(chunk);
   }
 
+  // The next job's op: stores and loads, and with a disk tier spills and restores between them.
+  DemoOp next_op() {
+    static constexpr DemoOp kCycle[] = {DemoOp::kStore, DemoOp::kLoad,  DemoOp::kSpill,
+                                        DemoOp::kStore, DemoOp::kLoad, DemoOp::kRestore};
+    const size_t cycle = config_.spill_dir.empty() ? 2 : std::size(kCycle);
+    return kCycle[op_counter_++ % cycle];
+  }
+
+  // Up to `count` stored chunks that `op` may take now: loads and spills read (no restore may be
+  // writing them), a restore writes (nothing may be reading them, and the disk must hold the
+  // version the host holds).
+  std::vector<ChunkId> pick_stored(DemoOp op, uint32_t count) {
+    std::shuffle(stored_.begin(), stored_.end(), random_);
+    std::vector<ChunkId> picked;
+    for (ChunkId chunk : stored_) {
+      if (picked.size() == count) break;
+      bool ok = !exclusive_[chunk];
+      if (op == DemoOp::kSpill) ok = ok && on_disk_[chunk] != versions_[chunk];
+      if (op == DemoOp::kRestore) ok = ok && busy_[chunk] == 0 && on_disk_[chunk] == versions_[chunk];
+      if (ok) picked.push_back(chunk);
+    }
+    return picked;
+  }
+
   void dispatch() {
     const uint32_t per_job = config_.chunks_per_job;
-    while (jobs_.size() < config_.jobs_in_flight && slots_.size() >= per_job) {
-      const bool want_store = next_is_store_ || stored_.size() < per_job;
-      next_is_store_ = !next_is_store_;
+    for (uint32_t attempts = 0; jobs_.size() < config_.jobs_in_flight && attempts < 6; ++attempts) {
+      DemoOp op = next_op();
+      if (op == DemoOp::kLoad && stored_.size() < per_job) op = DemoOp::kStore;
       Job job;
-      job.kind = want_store ? JobKind::kStore : JobKind::kLoad;
+      job.op = op;
+      job.kind = op == DemoOp::kStore || op == DemoOp::kRestore ? JobKind::kStore : JobKind::kLoad;
       std::vector<ChunkId> chunks;
-      if (want_store) {
-        if (free_.size() < per_job) return;
+      if (op == DemoOp::kStore) {
+        if (free_.size() < per_job || slots_.size() < per_job) continue;
         for (uint32_t i = 0; i < per_job; ++i) {
           ChunkId chunk = free_.front();
           free_.pop_front();
@@ -327,22 +374,26 @@ class Engine {
           job.chunks.push_back({chunk, 0, ++version_});
         }
       } else {
-        std::shuffle(stored_.begin(), stored_.end(), random_);
-        for (uint32_t i = 0; i < per_job; ++i) {
-          ChunkId chunk = stored_[i];
+        if (op == DemoOp::kLoad && slots_.size() < per_job) continue;
+        chunks = pick_stored(op, per_job);
+        if (chunks.size() < (op == DemoOp::kLoad ? per_job : 1)) continue;
+        for (ChunkId chunk : chunks) {
           ++busy_[chunk];
-          chunks.push_back(chunk);
+          if (op == DemoOp::kRestore) exclusive_[chunk] = true;
           job.chunks.push_back({chunk, 0, versions_[chunk]});
         }
       }
-      for (ChunkCopy& copy : job.chunks) {
-        job.slots.push_back(slots_.front());
-        copy.gpu_first_block = slots_.front() * plan_.blocks_per_chunk;
-        slots_.pop_front();
+      // Stores and loads move blocks through GPU slots; the disk tier does not.
+      if (op == DemoOp::kStore || op == DemoOp::kLoad) {
+        for (ChunkCopy& copy : job.chunks) {
+          job.slots.push_back(slots_.front());
+          copy.gpu_first_block = slots_.front() * plan_.blocks_per_chunk;
+          slots_.pop_front();
+        }
       }
       JobId id = scheduler_.dispatch(job.kind, chunks);
       job.dispatched = Clock::now();
-      Message message{MessageType::kJob, static_cast<uint32_t>(job.kind), id, 0, job.chunks};
+      Message message{MessageType::kJob, static_cast<uint32_t>(op), id, 0, job.chunks};
       jobs_.emplace(id, std::move(job));
       send_all(message);
     }
@@ -473,7 +524,9 @@ class Engine {
   std::vector<Worker> workers_;
   std::vector<ChunkState> states_;
   std::vector<uint64_t> versions_;
-  std::vector<uint32_t> busy_;
+  std::vector<uint32_t> busy_;       // jobs reading the chunk's host copy (loads, spills)
+  std::vector<bool> exclusive_;      // a restore is writing the chunk's host copy
+  std::vector<uint64_t> on_disk_;    // the version spilled to disk (0: none)
   std::vector<Clock::time_point> retired_at_;
   std::deque<ChunkId> free_;
   std::vector<ChunkId> stored_;
@@ -484,7 +537,7 @@ class Engine {
   std::vector<FailedJob> failed_;
   std::vector<ChunkId> reusable_;
   uint64_t version_ = 0;
-  bool next_is_store_ = true;
+  uint64_t op_counter_ = 0;
   std::mt19937_64 random_;
 };
 
@@ -517,6 +570,18 @@ DemoResult run_demo(const DemoConfig& config) {
       }
     }
   } cleanup{result.arena, config.keep};
+
+  struct SpillFiles {
+    std::string prefix;
+    ~SpillFiles() {
+      if (prefix.empty()) return;
+      std::error_code ignored;
+      std::filesystem::path dir = std::filesystem::path(prefix).parent_path();
+      for (const auto& entry : std::filesystem::directory_iterator(dir, ignored)) {
+        if (entry.path().string().rfind(prefix, 0) == 0) std::filesystem::remove(entry.path(), ignored);
+      }
+    }
+  } spill_files{config.spill_dir.empty() ? "" : cat(config.spill_dir, "/", result.arena, ".rank")};
 
   Engine engine(config, plan, result.arena, result.gpu, result);
   engine.set_gpu_devices(result.gpu ? gpus : 0);

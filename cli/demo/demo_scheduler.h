@@ -22,7 +22,10 @@ struct DemoResult {
   double seconds = 0;
   uint64_t stores = 0;
   uint64_t loads = 0;
-  uint64_t bytes_moved = 0;             // over all ranks
+  uint64_t spills = 0;                  // disk tier jobs (with --spill-dir)
+  uint64_t restores = 0;
+  uint64_t bytes_moved = 0;             // between GPUs and host, over all ranks
+  uint64_t disk_bytes = 0;              // between host and disk (spills and restores)
   std::vector<double> quorum_ms;        // dispatch to quorum, per completed job
   std::vector<double> fence_wait_ms;    // per retired chunk: retire to reusable (holds and fence)
   std::vector<FailedJob> failures;      // jobs that cannot reach quorum (a rank died)

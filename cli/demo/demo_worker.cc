@@ -21,6 +21,7 @@
 #include "dma/device_buffer.h"
 #include "dma/gpu_runtime.h"
 #include "dma/pinning.h"
+#include "dma/spill.h"
 #include "ipc/copy_tracker.h"
 #include "ipc/rank_attachment.h"
 
@@ -131,6 +132,7 @@ class Worker {
       engine_ = make_host_copy_engine(std::move(views), options);
     }
     attachment_.set_state(RankState::kReady);
+    if (!setup.config->spill_dir.empty()) open_spill_files();
   }
 
   void run() {
@@ -160,6 +162,11 @@ class Worker {
   }
 
  private:
+  struct DiskJob {
+    JobId job;
+    std::vector<SpillCompletion> parts;  // one per segment file
+  };
+
   struct Release {
     Epoch epoch;
     uint64_t loads_through;
@@ -167,7 +174,8 @@ class Worker {
   };
 
   bool in_flight() const {
-    return loads_.done_through() < loads_.last_event() || stores_.done_through() < stores_.last_event();
+    return loads_.done_through() < loads_.last_event() || stores_.done_through() < stores_.last_event() ||
+           !disk_jobs_.empty();
   }
 
   std::vector<BlockPair> pairs_of(const Message& job, bool store) const {
@@ -219,8 +227,63 @@ class Worker {
     return true;
   }
 
+  // The disk tier: one spill file per segment, chunk c of the segment at offset c * its chunk
+  // bytes (a chunk is blocks_per_chunk blocks of one segment).
+  void open_spill_files() {
+    std::byte* host = attachment_.region().data();
+    for (size_t s = 0; s < shape_.segments.size(); ++s) {
+      const SegmentShape& segment = shape_.segments[s];
+      SpillOptions options;
+      options.chunk_bytes = plan_.blocks_per_chunk * segment.bytes_per_block;
+      std::span<std::byte> span(host + segment.host_offset, shape_.host_blocks * segment.bytes_per_block);
+      std::string path = cat(setup_.config->spill_dir, "/", setup_.arena, ".rank", setup_.rank, ".seg", s, ".spill");
+      spill_files_.push_back(SpillFile::open(real_os(), path, span, options));
+    }
+  }
+
+  void launch_disk(const Message& job) {
+    if (spill_files_.empty()) throw Error("a spill or restore job, and no --spill-dir");
+    std::vector<uint64_t> chunks;
+    for (const ChunkCopy& copy : job.chunks) chunks.push_back(copy.chunk);
+    DiskJob disk{job.job, {}};
+    for (SpillFile& file : spill_files_) {
+      disk.parts.push_back(static_cast<DemoOp>(job.kind) == DemoOp::kSpill ? file.spill(chunks) : file.restore(chunks));
+    }
+    disk_jobs_.push_back(std::move(disk));
+  }
+
+  // Reports every disk job whose parts all finished (any order: each job has its own report).
+  void post_disk_finished(bool wait) {
+    for (auto it = disk_jobs_.begin(); it != disk_jobs_.end();) {
+      bool ready = true;
+      for (const SpillCompletion& part : it->parts) ready = ready && (wait || part.ready());
+      if (!ready) {
+        ++it;
+        continue;
+      }
+      Report report{};
+      report.kind = ReportKind::kCopyComplete;
+      report.value = it->job;
+      for (const SpillCompletion& part : it->parts) {
+        const SpillResult& result = part.wait();
+        if (!result.ok() && report.kind == ReportKind::kCopyComplete) {
+          std::cerr << "hugepin demo: rank " << setup_.rank << ": " << result.failures.front().message << "\n";
+          report.kind = ReportKind::kCopyFailed;
+          report.flags = static_cast<uint32_t>(result.failures.front().errno_value);
+        }
+      }
+      reports_.push_back(report);
+      it = disk_jobs_.erase(it);
+    }
+  }
+
   void launch(const Message& job) {
-    const bool store = static_cast<JobKind>(job.kind) == JobKind::kStore;
+    const DemoOp op = static_cast<DemoOp>(job.kind);
+    if (op == DemoOp::kSpill || op == DemoOp::kRestore) {
+      launch_disk(job);
+      return;
+    }
+    const bool store = op == DemoOp::kStore;
     if (store) produce(job);
     std::vector<BlockPair> pairs = pairs_of(job, store);
     auto completion = engine_->launch(store ? Direction::kDeviceToHost : Direction::kHostToDevice, pairs);
@@ -246,6 +309,7 @@ class Worker {
       }
       loads_by_job_.erase(it);
     }
+    post_disk_finished(flush);
     while (!releases_.empty() && loads_.done_through() >= releases_.front().loads_through &&
            stores_.done_through() >= releases_.front().stores_through) {
       Report release{};
@@ -271,6 +335,8 @@ class Worker {
   std::deque<Release> releases_;
   std::vector<Report> reports_;
   std::vector<std::byte> staging_;
+  std::vector<SpillFile> spill_files_;  // before disk_jobs_: destroyed after them, draining first
+  std::deque<DiskJob> disk_jobs_;
 };
 
 }  // namespace
