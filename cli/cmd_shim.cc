@@ -29,7 +29,7 @@ Json env_json(const std::vector<EffectiveOption>& rows) {
 }
 
 int run_env(bool json) {
-  std::vector<EffectiveOption> rows = effective_options(environment_source());
+  std::vector<EffectiveOption> rows = effective_options(environment_source(), kShimScope);
   if (json) {
     print_json(env_json(rows));
   } else {
@@ -108,7 +108,7 @@ std::string list_table(const std::vector<ShimTable>& tables) {
 
 int run_list(bool json) {
   std::vector<std::string> problems;
-  Options options = Options::parse(environment_source(), &problems);
+  Options options = Options::parse(environment_source(), &problems, kShimScope);
   for (const std::string& problem : problems) log::warn(problem);
   std::vector<ShimTable> tables = list_shim_tables(real_os(), options.text(Option::kShmDir));
   if (json) {
