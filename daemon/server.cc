@@ -154,7 +154,9 @@ int64_t RequestServer::next_deadline() const {
   int64_t deadline = INT64_MAX;
   if (listener_ && accept_paused_until_ns_ != 0) deadline = accept_paused_until_ns_;
   for (const auto& [id, connection] : connections_) {
-    if (!connection.waiting) deadline = std::min(deadline, connection.last_activity_ns + limits_.idle_timeout_ns);
+    if (connection.waiting) continue;
+    if (connection.in.find('\n') != std::string::npos) return 0;  // lines to serve now
+    deadline = std::min(deadline, connection.last_activity_ns + limits_.idle_timeout_ns);
   }
   return deadline;
 }
@@ -179,6 +181,10 @@ void RequestServer::handle_events(std::span<const pollfd> polled, int64_t now_ns
     if ((events & POLLIN) != 0) read_from(it->first, connection, now_ns, handler);
   }
   for (auto it = connections_.begin(); it != connections_.end();) {
+    // Lines that arrived while a deferred reply was pending are served once it has gone out.
+    if (!it->second.gone && !it->second.waiting && it->second.in.find('\n') != std::string::npos) {
+      serve_lines(it->first, it->second, handler);
+    }
     if (!it->second.gone && !it->second.out.empty() && !write_to(it->second, now_ns)) it->second.gone = true;
     it = finished(it->second, now_ns) ? connections_.erase(it) : std::next(it);
   }
