@@ -126,11 +126,12 @@ QuarantineEntry quarantine_arena(Os& os, std::string_view arena, std::string_vie
       failures.push_back(cat(dir, ": ", errno_text(-rc)));
     }
   }
-  write_reason(os, entry, failures);
   if (entry.moved.empty()) {
+    os.rmdir(entry.path);  // an entry that holds nothing would only mislead
     throw Error(cat("could not quarantine arena '", arena, "': ",
                     failures.empty() ? std::string("none of its files exists any more") : failures.front()));
   }
+  write_reason(os, entry, failures);
   return entry;
 }
 

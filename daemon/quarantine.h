@@ -38,9 +38,9 @@ struct QuarantineEntry {
 
 // Moves arena `arena`'s control segment (when present) and the data directories `data_dirs`
 // (those missing are skipped) into quarantine, and writes the reason file. `realtime_ns` names
-// the entry. Throws Error when nothing could be moved or the entry cannot be made; a directory
-// that cannot be moved (another owner's, in a sticky directory) is named in the reason file and
-// left in place.
+// the entry. Throws Error, leaving no entry, when nothing could be moved or the entry cannot be
+// made; a directory that cannot be moved (another owner's, in a sticky directory) is named in the
+// reason file and left in place.
 QuarantineEntry quarantine_arena(Os& os, std::string_view arena, std::string_view reason,
                                  const std::vector<std::string>& data_dirs, int64_t realtime_ns);
 
