@@ -187,6 +187,7 @@ class Daemon final : public RequestHandler {
 
   std::map<uint64_t, InFlight> in_flight_;
   uint64_t next_tag_ = 1;
+  bool ready_ = false;
   bool stopping_ = false;
   int64_t started_realtime_ns_ = realtime_now();
   int64_t started_ns_ = monotonic_now();
@@ -245,6 +246,7 @@ void Daemon::start() {
   write_metrics(true);
   next_metrics_ns_ = now + config_.metrics_interval_ns;
   notifier_.ready(status_text());
+  ready_ = true;
   if (notifier_.watchdog_interval_ns() > 0) {
     notifier_.watchdog();
     next_watchdog_ns_ = now + notifier_.watchdog_interval_ns();
@@ -372,7 +374,7 @@ void Daemon::reap(int64_t now_ns) {
   arenas_expired_ += last_reap_.expired;
   stale_removed_ += last_reap_.stale_removed;
   quarantined_ = list_quarantine(os_, config_.arena_prefix).size();
-  notifier_.status(status_text());
+  if (ready_) notifier_.status(status_text());  // READY=1 carries the first STATUS
 }
 
 DaemonFigures Daemon::figures(bool up) const {
