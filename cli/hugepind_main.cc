@@ -34,7 +34,9 @@ std::string option_help(const hugepin::OptionSpec& spec) {
   std::string help(spec.doc);
   help += " [";
   help += spec.variable;
-  if (!spec.default_value.empty()) {
+  if (spec.id == hugepin::Option::kLog) {
+    help += ", hugepind's default info";  // daemon/config.h: hugepind logs what it does unless told otherwise
+  } else if (!spec.default_value.empty()) {
     help += ", default ";
     help += spec.default_value;
   }

@@ -6,6 +6,7 @@
 
 #include <unistd.h>
 
+#include <cctype>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -209,6 +210,49 @@ TEST_CASE("the socket defaults to the runtime directory; a missing group is a wa
   CHECK(config.socket_path == "/tmp/s.sock");
   CHECK(config.group == 0);
   CHECK(config.arena.group == 0);
+}
+
+}  // namespace hugepin::daemon
+
+namespace hugepin::daemon {
+
+// The shipped example documents every key with its default, and parses once uncommented.
+TEST_CASE("systemd/hugepind.conf.example names every option with its default, and parses") {
+  std::ifstream in(std::string(HUGEPIN_SOURCE_DIR) + "/systemd/hugepind.conf.example");
+  REQUIRE(in.good());
+  std::string text;
+  std::map<std::string, std::string> documented;
+  for (std::string line; std::getline(in, line);) {
+    // "# key = value" lines are the settings, commented out.
+    const size_t equals = line.find(" =");
+    const std::string key = equals == std::string::npos ? std::string() : line.substr(2, equals - 2);
+    const bool setting = find_option_by_key(key) != nullptr || (!key.empty() && std::isdigit(key[0]) != 0);
+    if (line.rfind("# ", 0) == 0 && setting && line.find(' ', 2) == equals) {
+      const std::string value = line.size() > equals + 3 ? line.substr(equals + 3) : std::string();
+      documented[key] = value;
+      line = line.substr(2);
+    }
+    text += line + "\n";
+  }
+  for (const OptionSpec& spec : option_table()) {
+    if ((spec.scope & kDaemonScope) == 0 || spec.id == Option::kConfig || spec.id == Option::kPool) continue;
+    const std::string key = config_key(spec);
+    CAPTURE(key);
+    REQUIRE(documented.count(key) == 1);
+    const std::string shown = documented[key];
+    if (spec.type == OptionType::kBool) {
+      CHECK(option_value_problem(spec, shown).empty());
+      CHECK((shown == "yes") == (spec.default_value == "1"));
+    } else if (spec.id == Option::kLog) {
+      CHECK(shown == "info");  // hugepind's own default
+    } else {
+      CHECK(shown == spec.default_value);
+    }
+  }
+  test::TempDir dir;
+  std::map<std::string, std::string> env{{"HUGEPIN_CONFIG", write_file(dir, text)}};
+  LoadedOptions loaded = load_options(real_os(), {}, map_source(env));
+  CHECK(loaded.pool.size() == 3);
 }
 
 }  // namespace hugepin::daemon
