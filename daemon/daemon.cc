@@ -443,6 +443,7 @@ void Daemon::collect_jobs(int64_t now_ns) {
     }
     server_.reply(flight.connection, reply_line(done.reply), now_ns);
     in_flight_.erase(it);
+    next_reap_ns_ = 0;  // counts (STATUS=, status, metrics) follow at once, not a reap interval later
   }
   notifier_.status(status_text());
 }
