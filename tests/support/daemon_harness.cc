@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -120,7 +121,9 @@ void TestDaemon::write_config(const std::string& text) { std::ofstream(config_pa
 
 void TestDaemon::spawn(const std::vector<std::string>& args) {
   REQUIRE_FALSE(running());
-  std::vector<std::string> strings{HUGEPIN_DAEMON_PATH};
+  // HUGEPIN_TEST_HUGEPIND runs another build's hugepind (a sanitized one) under the same tests.
+  const char* other = std::getenv("HUGEPIN_TEST_HUGEPIND");
+  std::vector<std::string> strings{other != nullptr && *other != '\0' ? other : HUGEPIN_DAEMON_PATH};
   strings.insert(strings.end(), args.begin(), args.end());
   std::vector<std::string> environment;
   for (char** entry = environ; *entry != nullptr; ++entry) {

@@ -1,7 +1,8 @@
 // A real hugepind for tests: its own directory under /dev/shm (socket, 4 KiB arenas, metrics,
 // log, configuration file), its own arena prefix "t<pid>-<tag>-" (so that it never touches
 // another test's or another user's arenas on a shared machine), and a notify listener standing in
-// for systemd. Started with fork and exec, waited on for READY=1.
+// for systemd. Started with fork and exec, waited on for READY=1. HUGEPIN_TEST_HUGEPIND, when
+// set, names the hugepind to run instead of this build's (a sanitized build's, for instance).
 #pragma once
 
 #include <sys/types.h>
