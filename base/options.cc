@@ -7,6 +7,7 @@
 #include <optional>
 #include <stdexcept>
 
+#include "base/duration.h"
 #include "base/error.h"
 #include "base/size.h"
 
@@ -15,27 +16,65 @@ namespace {
 
 using enum OptionType;
 
+constexpr unsigned kShim = kShimScope;
+constexpr unsigned kDaemon = kDaemonScope;
+constexpr unsigned kBoth = kAllScopes;
+
 constexpr std::array<OptionSpec, kOptionCount> kTable{{
     {Option::kMinBytes, "HUGEPIN_MIN_BYTES", "64M", kSize, "", 0, 0,
-     "pinned requests of at least this many bytes are served from hugepages; smaller ones go to CUDA"},
+     "pinned requests of at least this many bytes are served from hugepages; smaller ones go to CUDA", kShim},
     {Option::kArena, "HUGEPIN_ARENA", "", kString, "", 0, 0,
-     "serve from this arena's region of the process's rank; unset: one private hugepage mapping per request"},
+     "serve from this arena's region of the process's rank; unset: one private hugepage mapping per request", kShim},
     {Option::kRank, "HUGEPIN_RANK", "", kInt, "", 0, 65535,
-     "the arena region to use; unset: LOCAL_RANK, then RANK, then 0"},
+     "the arena region to use; unset: LOCAL_RANK, then RANK, then 0", kShim},
     {Option::kPageSize, "HUGEPIN_PAGESIZE", "auto", kChoice, "auto|2M|1G", 0, 0,
-     "page size of private mappings; auto: 1G when that rounds a request up by at most 1/64, else 2M"},
+     "page size of private mappings; auto: 1G when that rounds a request up by at most 1/64, else 2M", kShim},
     {Option::kHugetlbfsDir, "HUGEPIN_HUGETLBFS_DIR", "", kString, "", 0, 0,
-     "hugetlbfs mount for private mappings; unset: the one /proc/mounts lists for the page size"},
+     "hugetlbfs mount for private mappings and new arenas; unset: the one /proc/mounts lists for the page size", kBoth},
     {Option::kShmDir, "HUGEPIN_SHM_DIR", "/dev/shm", kString, "", 0, 0,
-     "where 4 KiB arena regions and the shim's allocation tables are"},
+     "where 4 KiB arena regions and the shim's allocation tables are", kBoth},
     {Option::kStrict, "HUGEPIN_STRICT", "0", kBool, "", 0, 0,
-     "serve only hugepages on the GPU's NUMA node; anything less goes to CUDA instead"},
+     "serve only hugepages on the GPU's NUMA node; anything less goes to CUDA instead", kShim},
     {Option::kLog, "HUGEPIN_LOG", "warn", kChoice, "quiet|warn|info", 0, 0,
-     "quiet: nothing; warn: one line per fallback cause; info: also one line per allocation served"},
+     "quiet: nothing; warn: one line per fallback cause; info: also one line per allocation served (hugepind: info when unset)", kBoth},
     {Option::kDisable, "HUGEPIN_DISABLE", "0", kBool, "", 0, 0,
-     "pass every call to CUDA unchanged"},
+     "pass every call to CUDA unchanged", kShim},
     {Option::kSysroot, "HUGEPIN_SYSROOT", "/", kString, "", 0, 0,
-     "read /sys and /proc under this directory (recorded trees, for tests)"},
+     "read /sys and /proc under this directory (recorded trees, for tests)", kShim},
+    {Option::kConfig, "HUGEPIN_CONFIG", "/etc/hugepin/hugepind.conf", kString, "", 0, 0,
+     "hugepind's configuration file (INI: [daemon] and [pool] sections); a missing default file means defaults", kDaemon},
+    {Option::kSocket, "HUGEPIN_SOCKET", "", kString, "", 0, 0,
+     "hugepind's request socket; unset: $RUNTIME_DIRECTORY/hugepind.sock, else /run/hugepin/hugepind.sock", kDaemon},
+    {Option::kSocketMode, "HUGEPIN_SOCKET_MODE", "0660", kMode, "", 0, 0,
+     "permissions of the request socket (its group is HUGEPIN_GROUP)", kDaemon},
+    {Option::kGroup, "HUGEPIN_GROUP", "hugepin", kString, "", 0, 0,
+     "members may send every request, and arenas hugepind creates are shared with it (0660); no such group: root and owners only", kDaemon},
+    {Option::kMaxConnections, "HUGEPIN_MAX_CONNECTIONS", "256", kInt, "", 1, 65536,
+     "clients served at once; more are answered 'busy' and closed", kDaemon},
+    {Option::kRequestTimeout, "HUGEPIN_REQUEST_TIMEOUT", "10s", kDuration, "", 0, 0,
+     "a connection that sends no complete request for this long is closed", kDaemon},
+    {Option::kMaxRequestBytes, "HUGEPIN_MAX_REQUEST_BYTES", "64K", kSize, "", 0, 0,
+     "longest request line; a longer one is answered with an error and the connection closed", kDaemon},
+    {Option::kArenaPrefix, "HUGEPIN_ARENA_PREFIX", "", kString, "", 0, 0,
+     "manage only arenas whose names start with this (adoption, reaping, stale files); unset: every arena", kDaemon},
+    {Option::kReapInterval, "HUGEPIN_REAP_INTERVAL", "5s", kDuration, "", 0, 0,
+     "how often dead workers are marked, retention checked and stale files looked for", kDaemon},
+    {Option::kRetention, "HUGEPIN_RETENTION", "0", kDuration, "", 0, 0,
+     "destroy an arena that has had no live worker, scheduler or creator for this long; 0: never", kDaemon},
+    {Option::kRemoveStale, "HUGEPIN_REMOVE_STALE", "0", kBool, "", 0, 0,
+     "remove stale files (arena files that belong to no arena) older than HUGEPIN_STALE_GRACE", kDaemon},
+    {Option::kStaleGrace, "HUGEPIN_STALE_GRACE", "1h", kDuration, "", 0, 0,
+     "files younger than this are never removed or quarantined: an arena may be being created", kDaemon},
+    {Option::kTeardownOnStop, "HUGEPIN_TEARDOWN_ON_STOP", "0", kBool, "", 0, 0,
+     "destroy every managed arena when hugepind stops; off: arenas and their data outlive the daemon", kDaemon},
+    {Option::kMetricsDir, "HUGEPIN_METRICS_DIR", "", kString, "", 0, 0,
+     "write hugepin.prom here for node_exporter's textfile collector; unset: no metrics file", kDaemon},
+    {Option::kMetricsInterval, "HUGEPIN_METRICS_INTERVAL", "15s", kDuration, "", 0, 0,
+     "how often the metrics file is rewritten", kDaemon},
+    {Option::kPool, "HUGEPIN_POOL", "", kString, "", 0, 0,
+     "pages to reserve at boot: comma-separated SIZE.nodeN=PAGES or SIZE=PAGES (the [pool] section)", kDaemon},
+    {Option::kPoolAllowShortfall, "HUGEPIN_POOL_ALLOW_SHORTFALL", "0", kBool, "", 0, 0,
+     "hugepin pool apply exits 0 even when the kernel gives fewer pages than asked", kDaemon},
 }};
 
 constexpr bool table_in_id_order() {
@@ -71,6 +110,17 @@ std::optional<bool> parse_bool(std::string_view text) {
     if (equal_ignoring_case(text, no)) return false;
   }
   return std::nullopt;
+}
+
+std::optional<uint32_t> parse_mode(std::string_view text) {
+  if (text.empty() || text.size() > 5) return std::nullopt;
+  uint32_t mode = 0;
+  for (char c : text) {
+    if (c < '0' || c > '7') return std::nullopt;
+    mode = mode * 8 + static_cast<uint32_t>(c - '0');
+  }
+  if (mode > 07777) return std::nullopt;
+  return mode;
 }
 
 std::optional<int64_t> parse_int(std::string_view text, int64_t min, int64_t max) {
@@ -110,6 +160,14 @@ std::optional<Parsed> parse_value(const OptionSpec& spec, std::string_view text,
       return std::nullopt;
     case kString:
       return Parsed{std::string(text), 0};
+    case kDuration:
+      if (auto nanos = parse_duration(text)) return Parsed{std::string(text), static_cast<uint64_t>(*nanos)};
+      *why = "is not a duration (examples: 0, 500ms, 90s, 5m, 24h, 7d)";
+      return std::nullopt;
+    case kMode:
+      if (auto mode = parse_mode(text)) return Parsed{std::string(text), *mode};
+      *why = "is not an octal mode from 0 to 07777 (example: 0660)";
+      return std::nullopt;
   }
   *why = "has an unknown type";
   return std::nullopt;
@@ -140,8 +198,38 @@ std::string_view type_name(OptionType type) {
     case kInt: return "int";
     case kString: return "string";
     case kChoice: return "choice";
+    case kDuration: return "duration";
+    case kMode: return "mode";
   }
   return "unknown";
+}
+
+const OptionSpec* find_option_by_key(std::string_view key) {
+  for (const OptionSpec& spec : kTable) {
+    if (config_key(spec) == key) return &spec;
+  }
+  return nullptr;
+}
+
+std::string config_key(const OptionSpec& spec) {
+  constexpr std::string_view kPrefix = "HUGEPIN_";
+  std::string key;
+  for (char c : spec.variable.substr(kPrefix.size())) {
+    key.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+  }
+  return key;
+}
+
+std::string flag_name(const OptionSpec& spec) {
+  std::string flag = "--" + config_key(spec);
+  std::replace(flag.begin(), flag.end(), '_', '-');
+  return flag;
+}
+
+std::string option_value_problem(const OptionSpec& spec, std::string_view text) {
+  std::string why;
+  if (parse_value(spec, text, &why)) return "";
+  return why;
 }
 
 OptionSource environment_source() {
@@ -160,9 +248,10 @@ Options::Options() {
   }
 }
 
-Options Options::parse(const OptionSource& source, std::vector<std::string>* problems) {
+Options Options::parse(const OptionSource& source, std::vector<std::string>* problems, unsigned scope) {
   Options options;
   for (const OptionSpec& spec : kTable) {
+    if ((spec.scope & scope) == 0) continue;
     std::string_view raw = source_text(source, spec);
     if (raw.empty()) continue;
     std::string why;
@@ -187,6 +276,10 @@ const Options::Value& Options::value(Option id, OptionType type) const {
 
 uint64_t Options::size(Option id) const { return value(id, kSize).number; }
 
+int64_t Options::duration_ns(Option id) const { return static_cast<int64_t>(value(id, kDuration).number); }
+
+uint32_t Options::mode(Option id) const { return static_cast<uint32_t>(value(id, kMode).number); }
+
 bool Options::flag(Option id) const { return value(id, kBool).number != 0; }
 
 int64_t Options::integer(Option id) const { return static_cast<int64_t>(value(id, kInt).number); }
@@ -198,9 +291,10 @@ const std::string& Options::text(Option id) const {
 
 bool Options::is_set(Option id) const { return values_[static_cast<size_t>(id)].set; }
 
-std::vector<EffectiveOption> effective_options(const OptionSource& source) {
+std::vector<EffectiveOption> effective_options(const OptionSource& source, unsigned scope) {
   std::vector<EffectiveOption> rows;
   for (const OptionSpec& spec : kTable) {
+    if ((spec.scope & scope) == 0) continue;
     EffectiveOption row;
     row.spec = &spec;
     row.effective = std::string(spec.default_value);

@@ -1,10 +1,12 @@
 // The HUGEPIN_* options: one table (mimalloc's options.c) holding each option's environment
-// variable, default, type and one-line doc. The LD_PRELOAD shim and the daemon read them the same
-// way, `hugepin shim env` prints them.
+// variable, default, type, one-line doc and who reads it (the LD_PRELOAD shim, hugepind, or
+// both). The shim and the daemon read them the same way; `hugepin shim env` prints the shim's.
+// hugepind also takes each of its options as a line of its configuration file (config_key:
+// HUGEPIN_RETENTION is `retention`) and as a flag (flag_name: `--retention`).
 //
 // A value that does not parse is reported as one line naming the variable and the value, and the
-// default is kept: a typo never changes behaviour silently, and never stops a process. An empty
-// value counts as unset.
+// default is kept: a typo never changes behaviour silently, and never stops a process (hugepind
+// goes further and refuses to start: see daemon/config.h). An empty value counts as unset.
 //
 // Thread-safety: the table is immutable; Options is a value, safe to read from any thread.
 #pragma once
@@ -19,7 +21,14 @@
 
 namespace hugepin {
 
-enum class OptionType { kSize, kBool, kInt, kString, kChoice };
+// kDuration: "90s", "24h" (base/duration.h), held in nanoseconds; kMode: octal permission bits
+// ("0660"), 0 to 07777.
+enum class OptionType { kSize, kBool, kInt, kString, kChoice, kDuration, kMode };
+
+// Who reads an option: a bit mask.
+inline constexpr unsigned kShimScope = 1;
+inline constexpr unsigned kDaemonScope = 2;
+inline constexpr unsigned kAllScopes = kShimScope | kDaemonScope;
 
 enum class Option {
   kMinBytes,
@@ -32,8 +41,26 @@ enum class Option {
   kLog,
   kDisable,
   kSysroot,
+  // hugepind (daemon/config.h) and `hugepin pool apply`.
+  kConfig,
+  kSocket,
+  kSocketMode,
+  kGroup,
+  kMaxConnections,
+  kRequestTimeout,
+  kMaxRequestBytes,
+  kArenaPrefix,
+  kReapInterval,
+  kRetention,
+  kRemoveStale,
+  kStaleGrace,
+  kTeardownOnStop,
+  kMetricsDir,
+  kMetricsInterval,
+  kPool,
+  kPoolAllowShortfall,
 };
-inline constexpr size_t kOptionCount = 10;
+inline constexpr size_t kOptionCount = 27;
 
 struct OptionSpec {
   Option id;
@@ -44,12 +71,21 @@ struct OptionSpec {
   int64_t min = 0;                 // kInt: the accepted range
   int64_t max = 0;
   std::string_view doc;            // one line
+  unsigned scope = kShimScope;     // kShimScope, kDaemonScope or both
 };
 
 // Every option, in the order `hugepin shim env` lists them.
 std::span<const OptionSpec> option_table();
 const OptionSpec& option_spec(Option id);
 std::string_view type_name(OptionType type);
+// The option of `key` as a configuration file names it ("retention"), or null.
+const OptionSpec* find_option_by_key(std::string_view key);
+// "retention" for HUGEPIN_RETENTION: the variable without its prefix, in lower case.
+std::string config_key(const OptionSpec& spec);
+// "--remove-stale" for HUGEPIN_REMOVE_STALE: the config key with '-' for '_'.
+std::string flag_name(const OptionSpec& spec);
+// Why `text` is not a value of `spec` ("is not a duration (examples: ...)"); "" when it is.
+std::string option_value_problem(const OptionSpec& spec, std::string_view text);
 
 // Where values come from: returns the text of `variable`, or null when it is not set. The
 // process environment (getenv) in production, a map in tests.
@@ -62,11 +98,15 @@ class Options {
   // Every option at its default.
   Options();
 
-  // Parses every option from `source`. A value that does not parse keeps the default and adds one
-  // line to `problems` (when given) naming the variable and the value.
-  static Options parse(const OptionSource& source, std::vector<std::string>* problems = nullptr);
+  // Parses every option of `scope` from `source` (the others keep their defaults). A value that
+  // does not parse keeps the default and adds one line to `problems` (when given) naming the
+  // variable and the value.
+  static Options parse(const OptionSource& source, std::vector<std::string>* problems = nullptr,
+                       unsigned scope = kAllScopes);
 
   uint64_t size(Option id) const;
+  int64_t duration_ns(Option id) const;
+  uint32_t mode(Option id) const;
   bool flag(Option id) const;
   // kInt: the value; REQUIRES is_set(id) or a non-empty default.
   int64_t integer(Option id) const;
@@ -95,6 +135,7 @@ struct EffectiveOption {
   std::string effective;  // the value in force: raw when accepted, else the default
 };
 
-std::vector<EffectiveOption> effective_options(const OptionSource& source);
+// One row per option of `scope`, in table order.
+std::vector<EffectiveOption> effective_options(const OptionSource& source, unsigned scope = kAllScopes);
 
 }  // namespace hugepin

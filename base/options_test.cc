@@ -115,4 +115,46 @@ TEST_CASE("effective_options shows the raw text, the value in force and any prob
   CHECK(arena.effective.empty());
 }
 
+TEST_CASE("durations and modes parse; config keys and flags follow the variable") {
+  std::map<std::string, std::string> env{{"HUGEPIN_RETENTION", "24h"}, {"HUGEPIN_SOCKET_MODE", "0640"},
+                                         {"HUGEPIN_REAP_INTERVAL", "250ms"}};
+  std::vector<std::string> problems;
+  Options options = Options::parse(map_source(env), &problems);
+  CHECK(problems.empty());
+  CHECK(options.duration_ns(Option::kRetention) == 24LL * 3600 * 1'000'000'000);
+  CHECK(options.duration_ns(Option::kReapInterval) == 250'000'000);
+  CHECK(options.mode(Option::kSocketMode) == 0640);
+  CHECK(Options().mode(Option::kSocketMode) == 0660);
+  CHECK(Options().duration_ns(Option::kRetention) == 0);
+
+  const OptionSpec& stale = option_spec(Option::kRemoveStale);
+  CHECK(config_key(stale) == "remove_stale");
+  CHECK(flag_name(stale) == "--remove-stale");
+  CHECK(find_option_by_key("remove_stale") == &stale);
+  CHECK(find_option_by_key("REMOVE_STALE") == nullptr);
+  CHECK(find_option_by_key("nonsense") == nullptr);
+
+  CHECK(option_value_problem(option_spec(Option::kSocketMode), "0999").find("is not an octal mode") == 0);
+  CHECK(option_value_problem(option_spec(Option::kSocketMode), "017777") != "");
+  CHECK(option_value_problem(option_spec(Option::kRetention), "2hh").find("is not a duration") == 0);
+  CHECK(option_value_problem(option_spec(Option::kRetention), "-1s") != "");
+  CHECK(option_value_problem(option_spec(Option::kRetention), "90s").empty());
+}
+
+TEST_CASE("a scope parses only its own options: the shim ignores hugepind's") {
+  std::map<std::string, std::string> env{{"HUGEPIN_RETENTION", "soon"}, {"HUGEPIN_MIN_BYTES", "1G"}};
+  std::vector<std::string> problems;
+  Options shim = Options::parse(map_source(env), &problems, kShimScope);
+  CHECK(problems.empty());
+  CHECK(shim.size(Option::kMinBytes) == kGiB);
+  CHECK_FALSE(shim.is_set(Option::kRetention));
+  Options daemon = Options::parse(map_source(env), &problems, kDaemonScope);
+  REQUIRE(problems.size() == 1);
+  CHECK(problems[0].find("HUGEPIN_RETENTION='soon' is not a duration") == 0);
+  CHECK_FALSE(daemon.is_set(Option::kMinBytes));
+  for (const EffectiveOption& row : effective_options(map_source(env), kShimScope)) {
+    CHECK((row.spec->scope & kShimScope) != 0);
+  }
+}
+
 }  // namespace hugepin

@@ -9,6 +9,8 @@
 // thread-safe.
 #pragma once
 
+#include <poll.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/types.h>
@@ -21,6 +23,15 @@
 #include <vector>
 
 namespace hugepin {
+
+// Who is at the other end of a Unix socket, as the kernel recorded it when the peer connected
+// (SO_PEERCRED) and its supplementary groups (SO_PEERGROUPS).
+struct PeerCredentials {
+  pid_t pid = 0;
+  uid_t uid = 0;
+  gid_t gid = 0;
+  std::vector<gid_t> groups;
+};
 
 class Os {
  public:
@@ -97,6 +108,35 @@ class Os {
   // membarrier(2) with `command` (MEMBARRIER_CMD_*), flags 0. Returns 0 or -errno (-ENOSYS,
   // -EINVAL on kernels without the command, -EPERM under a seccomp filter).
   virtual int membarrier(int command) = 0;
+
+  // Unix sockets (hugepind's request socket, the systemd notify socket). Every descriptor is
+  // close-on-exec.
+  // A non-blocking stream socket bound to `path` and listening; returns the descriptor. The
+  // socket file's mode follows the umask: callers set it (chmod) before anyone may connect.
+  virtual int listen_unix(const std::string& path, int backlog) = 0;
+  // A blocking stream socket connected to `path`; returns the descriptor.
+  virtual int connect_unix(const std::string& path) = 0;
+  // Accepts one waiting connection (non-blocking) and reads its peer's credentials; returns the
+  // descriptor, -EAGAIN when none waits.
+  virtual int accept_unix(int listen_fd, PeerCredentials* peer) = 0;
+  // read(2) and write(2) on any descriptor: the bytes moved (0 from read: end of stream).
+  virtual ssize_t read(int fd, void* data, size_t bytes) = 0;
+  virtual ssize_t write(int fd, const void* data, size_t bytes) = 0;
+  // send(2) on a connected socket without SIGPIPE: a peer gone is -EPIPE.
+  virtual ssize_t send(int fd, const void* data, size_t bytes) = 0;
+  // Sends `message` as one datagram to the Unix socket `address`: a path, or '@' and an abstract
+  // name (sd_notify's NOTIFY_SOCKET).
+  virtual int send_datagram(const std::string& address, std::string_view message) = 0;
+  // poll(2): how many entries have events; 0 when `timeout_ms` (negative: none) passed; -EINTR.
+  virtual int poll(struct pollfd* fds, size_t count, int timeout_ms) = 0;
+  // Blocks `signals` for the calling thread (threads it starts later inherit the mask) and
+  // returns a non-blocking signalfd(2) that delivers them as struct signalfd_siginfo records.
+  virtual int signal_fd(const sigset_t& signals) = 0;
+  // A non-blocking eventfd(2) starting at 0: write 8 bytes to add, read 8 bytes to take all.
+  virtual int event_fd() = 0;
+  // chmod(2) and chown(2) of a path (a socket file has no descriptor to fchmod).
+  virtual int chmod(const std::string& path, mode_t mode) = 0;
+  virtual int chown(const std::string& path, uid_t uid, gid_t gid) = 0;
 };
 
 static_assert(sizeof(std::atomic<uint32_t>) == 4 && std::atomic<uint32_t>::is_always_lock_free,

@@ -8,8 +8,12 @@
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/file.h>
+#include <sys/eventfd.h>
 #include <sys/mount.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -25,6 +29,38 @@ namespace hugepin {
 namespace {
 
 int result_or_errno(long result) { return result < 0 ? -errno : static_cast<int>(result); }
+
+// The sockaddr_un of `address`: a path, or '@' and an abstract name. -ENAMETOOLONG when it does
+// not fit.
+int unix_address(const std::string& address, sockaddr_un* out, socklen_t* length) {
+  *out = sockaddr_un{};
+  out->sun_family = AF_UNIX;
+  if (address.empty()) return -EINVAL;
+  if (address.size() >= sizeof out->sun_path) return -ENAMETOOLONG;
+  address.copy(out->sun_path, address.size());
+  if (address[0] == '@') {
+    out->sun_path[0] = '\0';
+    *length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + address.size());
+  } else {
+    *length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + address.size() + 1);
+  }
+  return 0;
+}
+
+// The supplementary groups of the peer of `fd`; empty where the kernel cannot say.
+std::vector<gid_t> peer_groups(int fd) {
+  std::vector<gid_t> groups(64);
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    socklen_t bytes = static_cast<socklen_t>(groups.size() * sizeof(gid_t));
+    if (::getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups.data(), &bytes) == 0) {
+      groups.resize(bytes / sizeof(gid_t));
+      return groups;
+    }
+    if (errno != ERANGE) break;
+    groups.resize(bytes / sizeof(gid_t) + 1);  // the kernel says how many it needs
+  }
+  return {};
+}
 
 int list_directory(const std::string& path, std::vector<std::string>* names) {
   DIR* dir = ::opendir(path.c_str());
@@ -194,6 +230,97 @@ class PosixOs final : public Os {
   }
 
   int membarrier(int command) override { return result_or_errno(::syscall(SYS_membarrier, command, 0, 0)); }
+
+  int listen_unix(const std::string& path, int backlog) override {
+    sockaddr_un address;
+    socklen_t length = 0;
+    if (int rc = unix_address(path, &address, &length); rc < 0) return rc;
+    int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -errno;
+    if (::bind(fd, reinterpret_cast<const sockaddr*>(&address), length) < 0 || ::listen(fd, backlog) < 0) {
+      int error = errno;
+      ::close(fd);
+      return -error;
+    }
+    return fd;
+  }
+
+  int connect_unix(const std::string& path) override {
+    sockaddr_un address;
+    socklen_t length = 0;
+    if (int rc = unix_address(path, &address, &length); rc < 0) return rc;
+    int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -errno;
+    int rc = 0;
+    do {
+      rc = ::connect(fd, reinterpret_cast<const sockaddr*>(&address), length);
+    } while (rc < 0 && errno == EINTR);
+    if (rc < 0) {
+      int error = errno;
+      ::close(fd);
+      return -error;
+    }
+    return fd;
+  }
+
+  int accept_unix(int listen_fd, PeerCredentials* peer) override {
+    int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) return -errno;
+    ucred credentials{};
+    socklen_t length = sizeof credentials;
+    if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &length) < 0) {
+      int error = errno;
+      ::close(fd);
+      return -error;
+    }
+    peer->pid = credentials.pid;
+    peer->uid = credentials.uid;
+    peer->gid = credentials.gid;
+    peer->groups = peer_groups(fd);
+    return fd;
+  }
+
+  ssize_t read(int fd, void* data, size_t bytes) override {
+    ssize_t n = ::read(fd, data, bytes);
+    return n < 0 ? -errno : n;
+  }
+  ssize_t write(int fd, const void* data, size_t bytes) override {
+    ssize_t n = ::write(fd, data, bytes);
+    return n < 0 ? -errno : n;
+  }
+  ssize_t send(int fd, const void* data, size_t bytes) override {
+    ssize_t n = ::send(fd, data, bytes, MSG_NOSIGNAL);
+    return n < 0 ? -errno : n;
+  }
+
+  int send_datagram(const std::string& address, std::string_view message) override {
+    sockaddr_un target;
+    socklen_t length = 0;
+    if (int rc = unix_address(address, &target, &length); rc < 0) return rc;
+    int fd = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -errno;
+    ssize_t n = ::sendto(fd, message.data(), message.size(), MSG_NOSIGNAL, reinterpret_cast<const sockaddr*>(&target),
+                         length);
+    int error = n < 0 ? errno : (static_cast<size_t>(n) != message.size() ? EMSGSIZE : 0);
+    ::close(fd);
+    return -error;
+  }
+
+  int poll(struct pollfd* fds, size_t count, int timeout_ms) override {
+    return result_or_errno(::poll(fds, static_cast<nfds_t>(count), timeout_ms));
+  }
+
+  int signal_fd(const sigset_t& signals) override {
+    if (int rc = ::pthread_sigmask(SIG_BLOCK, &signals, nullptr); rc != 0) return -rc;
+    return result_or_errno(::signalfd(-1, &signals, SFD_NONBLOCK | SFD_CLOEXEC));
+  }
+
+  int event_fd() override { return result_or_errno(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)); }
+
+  int chmod(const std::string& path, mode_t mode) override { return result_or_errno(::chmod(path.c_str(), mode)); }
+  int chown(const std::string& path, uid_t uid, gid_t gid) override {
+    return result_or_errno(::chown(path.c_str(), uid, gid));
+  }
 
  private:
   std::string resolve(const std::string& path) const {

@@ -114,4 +114,33 @@ Json arena_listing_json(const std::vector<ArenaEntry>& listings) {
   return {{"arenas", arenas}};
 }
 
+std::string stale_listing_table(const std::vector<StaleArena>& stale) {
+  Table table({"ARENA", "KIND", "FILES", "BYTES", "OWNER", "AGE", "IN USE", "PATH"},
+              {Table::Align::kLeft, Table::Align::kLeft, Table::Align::kRight, Table::Align::kRight,
+               Table::Align::kRight, Table::Align::kRight, Table::Align::kLeft, Table::Align::kLeft});
+  for (const StaleArena& arena : stale) {
+    std::string paths;
+    for (const std::string& path : arena.paths) paths += (paths.empty() ? "" : " ") + path;
+    table.add_row({arena.arena, std::string(stale_kind_name(arena.kind)), std::to_string(arena.region_files),
+                   format_bytes(arena.bytes), std::to_string(arena.owner), cat(arena.age_ns / 1'000'000'000, "s"),
+                   arena.in_use ? "yes" : "no", paths});
+  }
+  return table.render();
+}
+
+Json stale_listing_json(const std::vector<StaleArena>& stale) {
+  Json rows = Json::array();
+  for (const StaleArena& arena : stale) {
+    rows.push_back({{"arena", arena.arena},
+                    {"kind", stale_kind_name(arena.kind)},
+                    {"paths", arena.paths},
+                    {"region_files", arena.region_files},
+                    {"bytes", arena.bytes},
+                    {"owner_uid", arena.owner},
+                    {"age_seconds", static_cast<double>(arena.age_ns) / 1e9},
+                    {"in_use", arena.in_use}});
+  }
+  return {{"stale", rows}};
+}
+
 }  // namespace hugepin::cli

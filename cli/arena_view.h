@@ -7,6 +7,7 @@
 #include "cli/command.h"
 #include "hugemem/arena.h"
 #include "ipc/arena_control.h"
+#include "ipc/stale_files.h"
 
 namespace hugepin::cli {
 
@@ -19,5 +20,9 @@ Json arena_control_json(const ArenaCreated& created, const ArenaLayout& layout);
 
 std::string arena_listing_table(const std::vector<ArenaEntry>& listings);
 Json arena_listing_json(const std::vector<ArenaEntry>& listings);
+
+// `arena list --stale`: one row per stale arena.
+std::string stale_listing_table(const std::vector<StaleArena>& stale);
+Json stale_listing_json(const std::vector<StaleArena>& stale);
 
 }  // namespace hugepin::cli

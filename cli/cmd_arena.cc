@@ -1,4 +1,5 @@
 // hugepin arena create|list|destroy
+#include <cstdlib>
 #include <iostream>
 
 #include "base/size.h"
@@ -9,6 +10,7 @@
 #include "hugemem/arena.h"
 #include "ipc/arena_control.h"
 #include "ipc/arena_layout.h"
+#include "ipc/stale_files.h"
 
 namespace hugepin::cli {
 
@@ -78,13 +80,38 @@ void add_arena_commands(CLI::App& app, Context& context) {
     };
   });
 
-  auto list_json = std::make_shared<bool>(false);
+  struct ListArgs {
+    bool json = false;
+    bool stale = false;
+    std::string shm_dir;
+  };
+  auto list_args = std::make_shared<ListArgs>();
   CLI::App* list = arena->add_subcommand("list", "List arenas and their region files");
-  list->add_flag("--json", *list_json, "Print JSON (documented in README)");
-  list->callback([&context, list_json] {
-    context.action = [&context, list_json] {
-      std::vector<ArenaEntry> listings = list_arenas_with_control(context.os());
-      if (*list_json) {
+  list->add_flag("--json", list_args->json, "Print JSON (documented in README)");
+  list->add_flag("--stale", list_args->stale,
+                 "List only stale files: arena data without a control segment, or a segment without data");
+  list->add_option("--shm-dir", list_args->shm_dir, "Where 4 KiB regions are (default: HUGEPIN_SHM_DIR, else /dev/shm)");
+  list->callback([&context, list_args] {
+    context.action = [&context, list_args] {
+      ArenaOptions where;
+      if (!list_args->shm_dir.empty()) {
+        where.shm_dir = list_args->shm_dir;
+      } else if (const char* dir = std::getenv("HUGEPIN_SHM_DIR"); dir != nullptr && *dir != '\0') {
+        where.shm_dir = dir;
+      }
+      if (list_args->stale) {
+        std::vector<StaleArena> stale = find_stale_arenas(context.os(), where);
+        if (list_args->json) {
+          print_json(stale_listing_json(stale));
+        } else if (stale.empty()) {
+          std::cout << "no stale files\n";
+        } else {
+          std::cout << stale_listing_table(stale);
+        }
+        return 0;
+      }
+      std::vector<ArenaEntry> listings = list_arenas_with_control(context.os(), where);
+      if (list_args->json) {
         print_json(arena_listing_json(listings));
       } else if (listings.empty()) {
         std::cout << "no arenas\n";

@@ -1,12 +1,16 @@
-// hugepin pool show|set|clear|mount
+// hugepin pool show|set|clear|mount|apply
 #include <grp.h>
 #include <pwd.h>
 
 #include <iostream>
 
+#include "base/log.h"
+#include "base/options.h"
 #include "base/size.h"
 #include "base/table.h"
 #include "cli/command.h"
+#include "daemon/config.h"
+#include "daemon/pool_config.h"
 #include "hugemem/pool.h"
 
 namespace hugepin::cli {
@@ -151,6 +155,45 @@ void add_pool_commands(CLI::App& app, Context& context) {
           std::cout << "node " << change.node << ": " << change.after << " " << page_size_name(change.page_size)
                     << " pages are still in use (surplus until freed)\n";
         }
+      }
+      return 0;
+    };
+  });
+
+  struct ApplyArgs {
+    std::string config;
+    std::string pool;
+    bool allow_shortfall = false;
+  };
+  auto apply_args = std::make_shared<ApplyArgs>();
+  CLI::App* apply = pool->add_subcommand(
+      "apply", "Reserve the pages hugepind's configuration asks for ([pool] section; hugepin-pool.service at boot)");
+  apply->add_option("--config", apply_args->config, "Configuration file (default: HUGEPIN_CONFIG, else /etc/hugepin/hugepind.conf)");
+  apply->add_option("--pool", apply_args->pool, "Entries instead of the file's: SIZE.nodeN=PAGES or SIZE=PAGES, comma-separated");
+  apply->add_flag("--allow-shortfall", apply_args->allow_shortfall,
+                  "Exit 0 even when the kernel gives fewer pages than asked (HUGEPIN_POOL_ALLOW_SHORTFALL)");
+  apply->callback([&context, apply_args] {
+    context.action = [&context, apply_args] {
+      daemon::FlagValues flags;
+      if (!apply_args->config.empty()) flags[std::string(option_spec(Option::kConfig).variable)] = apply_args->config;
+      if (!apply_args->pool.empty()) flags[std::string(option_spec(Option::kPool).variable)] = apply_args->pool;
+      if (apply_args->allow_shortfall) flags[std::string(option_spec(Option::kPoolAllowShortfall).variable)] = "1";
+      daemon::LoadedOptions loaded;
+      try {
+        loaded = daemon::load_options(context.os(), flags, environment_source());
+      } catch (const Error& error) {
+        throw UsageError(error.what());
+      }
+      if (loaded.pool.empty()) {
+        std::cout << "no pool entries (" << loaded.file.path << (loaded.file.found ? "" : " not found")
+                  << ", HUGEPIN_POOL unset): nothing to reserve\n";
+        return 0;
+      }
+      std::vector<PoolChange> changes = daemon::apply_pool_entries(context.os(), loaded.pool);
+      print_changes(changes);
+      if (std::string shortfall = shortfall_message(changes); !shortfall.empty()) {
+        if (!loaded.options.flag(Option::kPoolAllowShortfall)) throw Error(shortfall);
+        log::warn(cat(shortfall, " (allowed: HUGEPIN_POOL_ALLOW_SHORTFALL)"));
       }
       return 0;
     };

@@ -30,7 +30,7 @@ Json env_json(const std::vector<EffectiveOption>& rows) {
 }
 
 int run_env(bool json) {
-  std::vector<EffectiveOption> rows = effective_options(environment_source());
+  std::vector<EffectiveOption> rows = effective_options(environment_source(), kShimScope);
   if (json) {
     print_json(env_json(rows));
   } else {
@@ -51,7 +51,7 @@ int run_env(bool json) {
 
 int run_list(bool json) {
   std::vector<std::string> problems;
-  Options options = Options::parse(environment_source(), &problems);
+  Options options = Options::parse(environment_source(), &problems, kShimScope);
   for (const std::string& problem : problems) log::warn(problem);
   std::vector<ShimTable> tables = list_shim_tables(real_os(), options.text(Option::kShmDir));
   if (json) {

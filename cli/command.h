@@ -45,6 +45,7 @@ void add_demo_command(CLI::App& app, Context& context);
 void add_bench_commands(CLI::App& app, Context& context);
 void add_shim_commands(CLI::App& app, Context& context);
 void add_inspect_commands(CLI::App& app, Context& context);
+void add_daemon_commands(CLI::App& app, Context& context);
 
 // --- helpers for command files ---
 

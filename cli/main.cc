@@ -28,6 +28,7 @@ int main(int argc, char** argv) {
   cli::add_bench_commands(app, context);
   cli::add_inspect_commands(app, context);
   cli::add_shim_commands(app, context);
+  cli::add_daemon_commands(app, context);
 
   try {
     app.parse(argc, argv);

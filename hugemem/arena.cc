@@ -267,19 +267,6 @@ ArenaReport create_arena(Os& os, std::string_view name, const std::vector<Region
 
 namespace {
 
-// Every directory that may hold arenas: <mount>/hugepin for each hugetlbfs mount, then
-// <shm dir>/hugepin.
-std::vector<std::string> data_roots(Os& os, const ArenaOptions& where) {
-  std::vector<std::string> roots;
-  uint64_t default_size = read_default_page_size(os);
-  if (!where.hugetlbfs_dir.empty()) roots.push_back(where.hugetlbfs_dir);
-  for (const HugetlbfsMount& mount : read_hugetlbfs_mounts(os, default_size)) {
-    if (std::find(roots.begin(), roots.end(), mount.dir) == roots.end()) roots.push_back(mount.dir);
-  }
-  roots.push_back(where.shm_dir);
-  return roots;
-}
-
 std::optional<RegionFile> stat_region(Os& os, const std::string& path, uint32_t rank) {
   int fd = os.open(path, O_RDONLY, 0);
   if (fd < 0) return std::nullopt;
@@ -303,9 +290,20 @@ std::optional<RegionFile> stat_region(Os& os, const std::string& path, uint32_t 
 
 }  // namespace
 
+std::vector<std::string> arena_data_roots(Os& os, const ArenaOptions& where) {
+  std::vector<std::string> roots;
+  uint64_t default_size = read_default_page_size(os);
+  if (!where.hugetlbfs_dir.empty()) roots.push_back(where.hugetlbfs_dir);
+  for (const HugetlbfsMount& mount : read_hugetlbfs_mounts(os, default_size)) {
+    if (std::find(roots.begin(), roots.end(), mount.dir) == roots.end()) roots.push_back(mount.dir);
+  }
+  roots.push_back(where.shm_dir);
+  return roots;
+}
+
 std::vector<ArenaListing> list_arenas(Os& os, const ArenaOptions& where) {
   std::map<std::string, std::vector<RegionFile>> found;
-  for (const std::string& root : data_roots(os, where)) {
+  for (const std::string& root : arena_data_roots(os, where)) {
     std::string top = cat(root, "/", kDataDirName);
     std::vector<std::string> arenas;
     if (os.list_data_dir(top, &arenas) < 0) continue;
@@ -334,7 +332,7 @@ std::vector<ArenaListing> list_arenas(Os& os, const ArenaOptions& where) {
 std::optional<RegionFile> find_region(Os& os, std::string_view arena, uint32_t rank,
                                       const ArenaOptions& where) {
   check_arena_name(arena);
-  for (const std::string& root : data_roots(os, where)) {
+  for (const std::string& root : arena_data_roots(os, where)) {
     std::string path = cat(arena_data_dir(root, arena), "/", region_file_name(rank));
     if (auto region = stat_region(os, path, rank)) return region;
   }
@@ -352,7 +350,7 @@ size_t destroy_arena(Os& os, std::string_view name, const ArenaOptions& where) {
   check_arena_name(name);
   size_t removed = 0;
   bool found = false;
-  for (const std::string& root : data_roots(os, where)) {
+  for (const std::string& root : arena_data_roots(os, where)) {
     std::string dir = arena_data_dir(root, name);
     std::vector<std::string> files;
     if (os.list_data_dir(dir, &files) < 0) continue;

@@ -70,6 +70,10 @@ struct ArenaListing {
   std::vector<RegionFile> regions;  // by rank
 };
 
+// Every directory that may hold arenas (each holds <dir>/hugepin/<arena>/): where.hugetlbfs_dir
+// when set, every hugetlbfs mount in /proc/mounts, then where.shm_dir.
+std::vector<std::string> arena_data_roots(Os& os, const ArenaOptions& where = {});
+
 // Every arena with region files in a hugetlbfs mount or the shm dir of `where`, by name.
 std::vector<ArenaListing> list_arenas(Os& os, const ArenaOptions& where = {});
 

@@ -142,8 +142,7 @@ ArenaControl ArenaControl::adopt(Os& os, std::string_view name) {
   control.owner_ = mine;
   // Sleepers counted by a scheduler that died asleep would cost every push a wake-up call.
   control.segment_.doorbell().sleepers.store(0, std::memory_order_relaxed);
-  // acq_rel: after the previous adopter's bump; pairs with the acquire load in snapshot_segment.
-  control.generation_ = control.segment_.block().generation.fetch_add(1, std::memory_order_acq_rel) + 1;
+  control.generation_ = bump_generation(control.segment_);
   for (uint32_t rank = 0; rank < control.header().rank_count; ++rank) {
     control.rings_.push_back(&control.segment_.ring(rank));
   }
@@ -210,14 +209,21 @@ bool ArenaControl::wait_for_reports(int64_t timeout_ns) {
 
 RankStatus ArenaControl::rank_status(uint32_t rank) { return read_rank_status(*os_, segment_.region(rank)); }
 
-bool ArenaControl::mark_dead_if_gone(uint32_t rank) {
-  RegionRecord& record = segment_.region(rank);
+bool ArenaControl::mark_dead_if_gone(uint32_t rank) { return mark_rank_dead_if_gone(*os_, segment_, rank); }
+
+uint64_t bump_generation(ControlSegment& segment) {
+  // acq_rel: after the previous adopter's bump; pairs with the acquire load in snapshot_segment.
+  return segment.block().generation.fetch_add(1, std::memory_order_acq_rel) + 1;
+}
+
+bool mark_rank_dead_if_gone(Os& os, ControlSegment& segment, uint32_t rank) {
+  RegionRecord& record = segment.region(rank);
   // Acquire pairs with the release compare-and-swaps of `status` (update_status) and of `owner`
   // (claim and release) in rank_attachment.cc.
   uint64_t status = record.status.load(std::memory_order_acquire);
   const uint64_t holder = record.owner.load(std::memory_order_acquire);
   if (holder == kNoOwner || status_state(status) == static_cast<uint8_t>(RankState::kDead)) return false;
-  if (owner_alive(*os_, holder)) return false;
+  if (owner_alive(os, holder)) return false;
   // Fails when a new worker attached since `status` was read: its attach bumped the generation.
   return record.status.compare_exchange_strong(status, pack_status(status_generation(status), RankState::kDead),
                                                std::memory_order_acq_rel);

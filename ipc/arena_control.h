@@ -71,6 +71,17 @@ struct ArenaDestroyed {
 // neither, or a file cannot be removed.
 ArenaDestroyed destroy_arena_with_control(Os& os, std::string_view name, const ArenaOptions& where = {});
 
+// Bumps the arena's generation and returns the new value: what a scheduler's adoption does, and
+// what hugepind does when it adopts an arena at start (so that every process can tell that the
+// arena changed hands). Lock-free. Throws Error when `segment` is open read-only.
+uint64_t bump_generation(ControlSegment& segment);
+
+// Marks rank `rank` of `segment` dead when the worker that holds it no longer runs; true when it
+// did. A worker that attaches meanwhile wins (the attach generation makes the mark fail). The
+// scheduler (ArenaControl::mark_dead_if_gone) and hugepind's reaper both call it: marking twice
+// is harmless. Throws Error when `segment` is open read-only. REQUIRES: rank < rank_count.
+bool mark_rank_dead_if_gone(Os& os, ControlSegment& segment, uint32_t rank);
+
 // The scheduler's handle on an arena: the one consumer of every rank's ring and the one writer of
 // the scheduler counters. Owns the control segment's mapping; move-only. Gives the role back when
 // destroyed (not in a forked child that inherited it: the role stays with the parent).

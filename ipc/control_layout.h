@@ -12,9 +12,9 @@
 //
 // Who writes what after creation (no lock anywhere: a crashed process cannot leave one held):
 // each RegionRecord's attachment fields belong to the worker that holds its `owner` word (claimed
-// by compare-and-swap); `status` may also be compare-and-swapped to kDead by the scheduler, and
-// the attach generation in it defeats ABA; the ControlBlock's `generation` is bumped by each
-// scheduler that adopts the arena; the scheduler counters belong to the scheduler; everything
+// by compare-and-swap); `status` may also be compare-and-swapped to kDead by the scheduler or by
+// hugepind's reaper, and the attach generation in it defeats ABA; the ControlBlock's `generation`
+// is bumped by each scheduler that adopts the arena and by hugepind when it adopts it; the scheduler counters belong to the scheduler; everything
 // else is written once, at creation, before `magic` is published.
 //
 // Change anything here: bump kControlLayoutVersion (readers refuse other versions by name).
@@ -80,7 +80,7 @@ struct alignas(kCacheLinePair) ControlBlock {
   uint32_t reserved;
   uint64_t counters_offset;
   uint64_t doorbell_offset;
-  // Bumped by each scheduler that adopts the arena (1 at creation).
+  // Bumped by each scheduler that adopts the arena, and by hugepind's adoption (1 at creation).
   alignas(kCacheLinePair) std::atomic<uint64_t> generation;
 };
 

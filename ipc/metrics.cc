@@ -81,7 +81,7 @@ std::string metrics_text(const std::vector<InspectEntry>& entries, int64_t now_n
   Family& up = family("hugepin_arena_up", "gauge", "1 when the arena's control segment could be read and checked, else 0.");
   Family& info = family("hugepin_arena_info", "gauge", "Constant 1, labelled with the arena's layout version and creator.");
   Family& created = family("hugepin_arena_created_timestamp_seconds", "gauge", "When the arena was created (Unix time).");
-  Family& generation = family("hugepin_arena_generation", "gauge", "Bumped by each scheduler that adopts the arena.");
+  Family& generation = family("hugepin_arena_generation", "gauge", "Bumped by each scheduler that adopts the arena, and by hugepind when it adopts it.");
   Family& ranks = family("hugepin_arena_ranks", "gauge", "Rank regions in the arena (tp * pp).");
   Family& chunks = family("hugepin_arena_chunks", "gauge", "Chunks per rank, common to every rank.");
   Family& blocks = family("hugepin_arena_blocks_per_chunk", "gauge", "KV blocks per chunk.");

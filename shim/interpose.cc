@@ -150,7 +150,7 @@ void after_fork_in_child() { g_shim->after_fork_in_child(); }
 void start_shim() {
   std::vector<std::string> problems;
   const OptionSource source = environment_source();
-  Options options = Options::parse(source, &problems);
+  Options options = Options::parse(source, &problems, kShimScope);  // hugepind's options are not the shim's
   ShimConfig config = make_shim_config(options, source, &problems);
   log::set_program(cat("hugepin-shim[", getpid(), "]"));
   log::set_level(config.log_level);

@@ -74,6 +74,20 @@ class ForwardingOs : public Os {
   }
   int futex_wake(const std::atomic<uint32_t>* word, int count) override { return target_.futex_wake(word, count); }
   int membarrier(int command) override { return target_.membarrier(command); }
+  int listen_unix(const std::string& path, int backlog) override { return target_.listen_unix(path, backlog); }
+  int connect_unix(const std::string& path) override { return target_.connect_unix(path); }
+  int accept_unix(int listen_fd, PeerCredentials* peer) override { return target_.accept_unix(listen_fd, peer); }
+  ssize_t read(int fd, void* data, size_t bytes) override { return target_.read(fd, data, bytes); }
+  ssize_t write(int fd, const void* data, size_t bytes) override { return target_.write(fd, data, bytes); }
+  ssize_t send(int fd, const void* data, size_t bytes) override { return target_.send(fd, data, bytes); }
+  int send_datagram(const std::string& address, std::string_view message) override {
+    return target_.send_datagram(address, message);
+  }
+  int poll(struct pollfd* fds, size_t count, int timeout_ms) override { return target_.poll(fds, count, timeout_ms); }
+  int signal_fd(const sigset_t& signals) override { return target_.signal_fd(signals); }
+  int event_fd() override { return target_.event_fd(); }
+  int chmod(const std::string& path, mode_t mode) override { return target_.chmod(path, mode); }
+  int chown(const std::string& path, uid_t uid, gid_t gid) override { return target_.chown(path, uid, gid); }
 
  protected:
   Os& target_;
@@ -130,6 +144,12 @@ class FaultInjectionOs : public ForwardingOs {
   }
   int rename(const std::string& from, const std::string& to) override {
     return inject("rename", [&] { return target_.rename(from, to); });
+  }
+  int accept_unix(int listen_fd, PeerCredentials* peer) override {
+    return inject("accept_unix", [&] { return target_.accept_unix(listen_fd, peer); });
+  }
+  int send_datagram(const std::string& address, std::string_view message) override {
+    return inject("send_datagram", [&] { return target_.send_datagram(address, message); });
   }
 
  private:

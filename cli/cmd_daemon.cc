@@ -1,0 +1,209 @@
+// hugepin daemon status|list|create|destroy: requests to hugepind over its socket.
+#include <iostream>
+
+#include "base/options.h"
+#include "base/size.h"
+#include "base/table.h"
+#include "cli/command.h"
+#include "daemon/client.h"
+#include "daemon/protocol.h"
+
+namespace hugepin::cli {
+namespace {
+
+struct SocketArgs {
+  std::string socket;
+  bool json = false;
+};
+
+void add_socket_options(CLI::App* command, SocketArgs& args) {
+  command->add_option("--socket", args.socket, "hugepind's socket (default: HUGEPIN_SOCKET, else /run/hugepin/hugepind.sock)");
+  command->add_flag("--json", args.json, "Print hugepind's reply as JSON (documented in README)");
+}
+
+// Sends `request` and returns the reply; a refusal or failure is an Error with hugepind's message.
+daemon::Json ask(Context& context, const SocketArgs& args, const daemon::Json& request) {
+  const std::string path = args.socket.empty() ? daemon::default_socket_path(environment_source()) : args.socket;
+  daemon::DaemonClient client = daemon::DaemonClient::connect(context.os(), path);
+  daemon::Json reply = client.request(request);
+  if (!reply.value("ok", false)) throw Error(cat("hugepind: ", reply.value("error", std::string("no reason given"))));
+  return reply;
+}
+
+daemon::Json simple_request(daemon::Operation op) {
+  daemon::Request request;
+  request.op = op;
+  return daemon::request_json(request);
+}
+
+void print_status(const daemon::Json& reply) {
+  const daemon::Json& d = reply["daemon"];
+  const daemon::Json& arenas = reply["arenas"];
+  const daemon::Json& requests = reply["requests"];
+  const daemon::Json& reaper = reply["reaper"];
+  const daemon::Json& settings = reply["settings"];
+  std::cout << "hugepind " << d["version"].get<std::string>() << ", pid " << d["pid"] << ", up "
+            << static_cast<int64_t>(d["uptime_seconds"].get<double>()) << " s, socket " << d["socket"].get<std::string>()
+            << "\n"
+            << d["status"].get<std::string>() << "\n"
+            << "arenas: " << arenas["managed"] << " managed (" << arenas["owned"] << " owned, " << arenas["unowned"]
+            << " without owner, " << arenas["inconsistent"] << " inconsistent, " << arenas["inaccessible"]
+            << " inaccessible); at start " << arenas["adopted_at_start"] << " adopted, "
+            << arenas["quarantined_at_start"] << " quarantined\n"
+            << "quarantine: " << reply["quarantined"] << " entries; stale: " << reply["stale"] << " arenas\n"
+            << "requests: " << requests["ok"] << " ok, " << requests["error"] << " failed, " << requests["refused"]
+            << " refused; " << reply["connections"] << " connections open\n"
+            << "reaper: " << reaper["passes"] << " passes, " << reaper["ranks_marked_dead"] << " ranks marked dead, "
+            << reaper["arenas_expired"] << " arenas expired, " << reaper["stale_removed"] << " stale removed\n"
+            << "settings: retention " << settings["retention"].get<std::string>() << ", remove_stale "
+            << (settings["remove_stale"].get<bool>() ? "yes" : "no") << ", stale_grace "
+            << settings["stale_grace"].get<std::string>() << ", teardown_on_stop "
+            << (settings["teardown_on_stop"].get<bool>() ? "yes" : "no") << ", group '"
+            << settings["group"].get<std::string>() << "', arena_prefix '" << settings["arena_prefix"].get<std::string>()
+            << "'\n";
+}
+
+void print_list(const daemon::Json& reply) {
+  if (reply["arenas"].empty()) {
+    std::cout << "no arenas\n";
+  } else {
+    Table table({"ARENA", "HEALTH", "RANKS", "BYTES", "LIVE", "DEAD", "OWNED", "UNOWNED", "GEN", "OWNER", "MODE"},
+                {Table::Align::kLeft, Table::Align::kLeft, Table::Align::kRight, Table::Align::kRight,
+                 Table::Align::kRight, Table::Align::kRight, Table::Align::kLeft, Table::Align::kRight,
+                 Table::Align::kRight, Table::Align::kRight, Table::Align::kRight});
+    for (const daemon::Json& arena : reply["arenas"]) {
+      table.add_row({arena["name"].get<std::string>(), arena["health"].get<std::string>(),
+                     std::to_string(arena["ranks"].get<uint32_t>()), format_bytes(arena["bytes"].get<uint64_t>()),
+                     std::to_string(arena["live_workers"].get<uint32_t>()),
+                     std::to_string(arena["dead_ranks"].get<uint32_t>()), arena["owned"].get<bool>() ? "yes" : "no",
+                     cat(static_cast<int64_t>(arena["unowned_seconds"].get<double>()), "s"),
+                     std::to_string(arena["generation"].get<uint64_t>()),
+                     std::to_string(arena["owner_uid"].get<uint32_t>()), arena["mode"].get<std::string>()});
+    }
+    std::cout << table.render();
+    for (const daemon::Json& arena : reply["arenas"]) {
+      if (arena.contains("reason")) std::cout << arena["name"].get<std::string>() << ": " << arena["reason"].get<std::string>() << "\n";
+    }
+  }
+  for (const daemon::Json& flight : reply["in_flight"]) {
+    std::cout << "in flight: " << flight["op"].get<std::string>() << " " << flight["arena"].get<std::string>() << "\n";
+  }
+  for (const daemon::Json& stale : reply["stale"]) {
+    std::cout << "stale: " << stale["arena"].get<std::string>() << " (" << stale["kind"].get<std::string>() << ", "
+              << static_cast<int64_t>(stale["age_seconds"].get<double>()) << " s old)\n";
+  }
+  for (const daemon::Json& entry : reply["quarantined"]) {
+    std::cout << "quarantined: " << entry["arena"].get<std::string>() << " in " << entry["path"].get<std::string>()
+              << ": " << entry["reason"].get<std::string>() << "\n";
+  }
+}
+
+}  // namespace
+
+void add_daemon_commands(CLI::App& app, Context& context) {
+  CLI::App* command = app.add_subcommand("daemon", "Ask hugepind (the daemon) for its status, its arenas, or an arena");
+  command->require_subcommand(1);
+
+  auto status_args = std::make_shared<SocketArgs>();
+  CLI::App* status = command->add_subcommand("status", "hugepind's state: arenas, quarantine, stale files, requests");
+  add_socket_options(status, *status_args);
+  status->callback([&context, status_args] {
+    context.action = [&context, status_args] {
+      daemon::Json reply = ask(context, *status_args, simple_request(daemon::Operation::kStatus));
+      if (status_args->json) {
+        print_json(reply);
+      } else {
+        print_status(reply);
+      }
+      return 0;
+    };
+  });
+
+  auto list_args = std::make_shared<SocketArgs>();
+  CLI::App* list = command->add_subcommand("list", "The arenas hugepind manages, stale files and quarantine");
+  add_socket_options(list, *list_args);
+  list->callback([&context, list_args] {
+    context.action = [&context, list_args] {
+      daemon::Json reply = ask(context, *list_args, simple_request(daemon::Operation::kList));
+      if (list_args->json) {
+        print_json(reply);
+      } else {
+        print_list(reply);
+      }
+      return 0;
+    };
+  });
+
+  struct CreateArgs {
+    SocketArgs socket;
+    std::string name;
+    std::string size;
+    uint32_t ranks = 0;
+    std::string chunk = "2M";
+    std::string page_size = "auto";
+    std::optional<int> node;
+    std::string group;
+  };
+  auto create_args = std::make_shared<CreateArgs>();
+  CLI::App* create = command->add_subcommand("create", "Have hugepind create (and own) an arena");
+  create->add_option("NAME", create_args->name, "Arena name")->required();
+  create->add_option("--size", create_args->size, "Total bytes, split evenly over the ranks")->required()->check(size_validator());
+  create->add_option("--ranks", create_args->ranks, "Number of rank regions")->required()->check(CLI::Range(1, 65536));
+  create->add_option("--chunk", create_args->chunk, "Chunk size")->check(size_validator());
+  create->add_option("--pagesize", create_args->page_size, "Page size (auto: 1G, then 2M, then 4K shared memory)")
+      ->check(page_size_validator(true));
+  create->add_option("--node", create_args->node, "Bind every region to this NUMA node")->check(CLI::NonNegativeNumber);
+  create->add_option("--group", create_args->group, "Share the arena with this group (one of yours) instead of hugepind's");
+  add_socket_options(create, create_args->socket);
+  create->callback([&context, create_args] {
+    context.action = [&context, create_args] {
+      daemon::Request request;
+      request.op = daemon::Operation::kCreate;
+      request.name = create_args->name;
+      request.size = size_value(create_args->size);
+      request.ranks = create_args->ranks;
+      request.chunk = size_value(create_args->chunk);
+      request.page_size = page_size_value(create_args->page_size);
+      request.node = create_args->node;
+      request.group = create_args->group;
+      daemon::Json reply = ask(context, create_args->socket, daemon::request_json(request));
+      if (create_args->socket.json) {
+        print_json(reply);
+      } else {
+        const daemon::Json& arena = reply["arena"];
+        std::cout << "hugepind created arena '" << arena["name"].get<std::string>() << "': "
+                  << arena["regions"].size() << " regions, control segment " << arena["segment"].get<std::string>()
+                  << ", mode " << arena["mode"].get<std::string>() << "\n";
+      }
+      return 0;
+    };
+  });
+
+  struct DestroyArgs {
+    SocketArgs socket;
+    std::string name;
+  };
+  auto destroy_args = std::make_shared<DestroyArgs>();
+  CLI::App* destroy = command->add_subcommand("destroy", "Have hugepind destroy an arena");
+  destroy->add_option("NAME", destroy_args->name, "Arena name")->required();
+  add_socket_options(destroy, destroy_args->socket);
+  destroy->callback([&context, destroy_args] {
+    context.action = [&context, destroy_args] {
+      daemon::Request request;
+      request.op = daemon::Operation::kDestroy;
+      request.name = destroy_args->name;
+      daemon::Json reply = ask(context, destroy_args->socket, daemon::request_json(request));
+      if (destroy_args->socket.json) {
+        print_json(reply);
+      } else {
+        const daemon::Json& destroyed = reply["destroyed"];
+        std::cout << "hugepind destroyed arena '" << destroyed["name"].get<std::string>() << "' ("
+                  << destroyed["region_files"] << " region files"
+                  << (destroyed["control_removed"].get<bool>() ? ", control segment" : "") << ")\n";
+      }
+      return 0;
+    };
+  });
+}
+
+}  // namespace hugepin::cli

@@ -1,0 +1,221 @@
+// The request socket in one process: the test plays the clients and drives the server's loop
+// with chosen clock values (no sleeping, no timing assertions).
+#include "daemon/server.h"
+
+#include <doctest/doctest.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+#include "daemon/protocol.h"
+#include "tests/support/fault_os.h"
+#include "tests/support/temp_dir.h"
+
+namespace hugepin::daemon {
+namespace {
+
+constexpr int64_t kSecond = 1'000'000'000;
+
+// Answers each line with {"ok":true,"echo":line}; defers "defer".
+class EchoHandler : public RequestHandler {
+ public:
+  std::optional<std::string> handle(ConnectionId id, const PeerCredentials& peer, std::string_view line) override {
+    last_peer = peer;
+    if (line == "defer") {
+      deferred.push_back(id);
+      return std::nullopt;
+    }
+    Json reply = ok_reply();
+    reply["echo"] = line;
+    return reply_line(reply);
+  }
+  void refused(const PeerCredentials&, std::string_view why) override { refusals.emplace_back(why); }
+
+  std::vector<ConnectionId> deferred;
+  std::vector<std::string> refusals;
+  PeerCredentials last_peer;
+};
+
+int connect_to(const std::string& path) {
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  std::strncpy(address.sun_path, path.c_str(), sizeof address.sun_path - 1);
+  REQUIRE(connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0);
+  return fd;
+}
+
+void send_text(int fd, const std::string& text) { REQUIRE(write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size())); }
+
+// One round of the server's loop at `now_ns`.
+void pump(RequestServer& server, EchoHandler& handler, int64_t now_ns) {
+  std::vector<pollfd> fds;
+  server.add_poll_fds(&fds);
+  poll(fds.data(), fds.size(), 20);
+  server.handle_events(fds, now_ns, handler);
+}
+
+// What the client has received so far (non-blocking); `closed` set at end of stream.
+std::string take(int fd, bool* closed = nullptr) {
+  std::string text;
+  char buffer[4096];
+  for (;;) {
+    ssize_t n = recv(fd, buffer, sizeof buffer, MSG_DONTWAIT);
+    if (n > 0) {
+      text.append(buffer, static_cast<size_t>(n));
+      continue;
+    }
+    if (closed != nullptr) *closed = n == 0;
+    return text;
+  }
+}
+
+// Pumps at `now_ns` until the client has `lines` whole lines (at most a few hundred rounds).
+std::string reply_of(RequestServer& server, EchoHandler& handler, int fd, int64_t now_ns, long lines = 1) {
+  std::string text;
+  for (int round = 0; round < 500 && std::count(text.begin(), text.end(), '\n') < lines; ++round) {
+    pump(server, handler, now_ns);
+    text += take(fd);
+  }
+  return text;
+}
+
+struct Fixture {
+  test::TempDir dir;
+  std::string path = dir.path() + "/s.sock";
+  ServerLimits limits{2, 10 * kSecond, 128};
+};
+
+}  // namespace
+
+TEST_CASE("the socket appears with its mode and group; a second server on it is refused") {
+  Fixture f;
+  RequestServer server = RequestServer::listen(real_os(), f.path, 0640, getgid(), f.limits);
+  struct stat st {};
+  REQUIRE(stat(f.path.c_str(), &st) == 0);
+  CHECK(S_ISSOCK(st.st_mode));
+  CHECK((st.st_mode & 07777) == 0640);
+  CHECK(st.st_gid == getgid());
+  try {
+    RequestServer::listen(real_os(), f.path, 0640, std::nullopt, f.limits);
+    FAIL("a second server started");
+  } catch (const Error& error) {
+    CHECK(error.errno_value() == EBUSY);
+    CHECK(std::string(error.what()).find(cat("another hugepind (pid ", getpid(), ") serves ", f.path)) == 0);
+  }
+  server.stop_listening();
+  CHECK(access(f.path.c_str(), F_OK) != 0);
+}
+
+TEST_CASE("lines are served in order with the peer's credentials; a deferred reply holds the connection") {
+  Fixture f;
+  RequestServer server = RequestServer::listen(real_os(), f.path, 0600, std::nullopt, f.limits);
+  EchoHandler handler;
+  int fd = connect_to(f.path);
+  send_text(fd, "one\r\ntwo\n\n");
+  std::string text = reply_of(server, handler, fd, 0, 2);
+  CHECK(text == "{\"version\":1,\"ok\":true,\"echo\":\"one\"}\n{\"version\":1,\"ok\":true,\"echo\":\"two\"}\n");
+  CHECK(handler.last_peer.pid == getpid());
+  CHECK(handler.last_peer.uid == geteuid());
+  CHECK(handler.last_peer.gid == getegid());
+
+  send_text(fd, "defer\nafter\n");
+  for (int round = 0; round < 50; ++round) pump(server, handler, 0);
+  REQUIRE(handler.deferred.size() == 1);
+  CHECK(take(fd).empty());  // nothing until the deferred reply: "after" waits
+  // A waiting connection does not time out.
+  pump(server, handler, 100 * kSecond);
+  CHECK(server.connections() == 1);
+  server.reply(handler.deferred[0], "late\n", 100 * kSecond);
+  std::string rest = reply_of(server, handler, fd, 100 * kSecond, 2);
+  CHECK(rest == "late\n{\"version\":1,\"ok\":true,\"echo\":\"after\"}\n");
+  close(fd);
+}
+
+TEST_CASE("an oversized request is answered and the connection closed") {
+  Fixture f;
+  RequestServer server = RequestServer::listen(real_os(), f.path, 0600, std::nullopt, f.limits);
+  EchoHandler handler;
+  int fd = connect_to(f.path);
+  send_text(fd, std::string(200, 'x'));
+  std::string text = reply_of(server, handler, fd, 0);
+  CHECK(text.find("request longer than 128 bytes") != std::string::npos);
+  bool closed = false;
+  for (int round = 0; round < 500 && !closed; ++round) {
+    pump(server, handler, 0);
+    take(fd, &closed);
+  }
+  CHECK(closed);
+  CHECK(handler.refusals.size() == 1);
+  close(fd);
+}
+
+TEST_CASE("beyond max_connections a client is told busy; idle connections are closed after the timeout") {
+  Fixture f;
+  RequestServer server = RequestServer::listen(real_os(), f.path, 0600, std::nullopt, f.limits);
+  EchoHandler handler;
+  int a = connect_to(f.path);
+  int b = connect_to(f.path);
+  for (int round = 0; round < 500 && server.connections() < 2; ++round) pump(server, handler, 0);
+  REQUIRE(server.connections() == 2);
+  int c = connect_to(f.path);
+  std::string busy = reply_of(server, handler, c, 0);
+  CHECK(busy.find("\"ok\":false") != std::string::npos);
+  CHECK(busy.find("busy: 2 connections already") != std::string::npos);
+  CHECK(handler.refusals.size() == 1);
+  CHECK(server.connections() == 2);
+
+  CHECK(server.next_deadline() == 10 * kSecond);
+  pump(server, handler, 10 * kSecond + 1);
+  CHECK(server.connections() == 0);
+  bool closed = false;
+  take(a, &closed);
+  CHECK(closed);
+  for (int fd : {a, b, c}) close(fd);
+}
+
+TEST_CASE("when accept fails for want of descriptors, accepting pauses and resumes") {
+  Fixture f;
+  test::FaultInjectionOs os(real_os());
+  RequestServer server = RequestServer::listen(os, f.path, 0600, std::nullopt, f.limits);
+  EchoHandler handler;
+  os.fail("accept_unix", EMFILE);
+  int fd = connect_to(f.path);
+  send_text(fd, "hello\n");
+  pump(server, handler, kSecond);
+  CHECK(server.connections() == 0);
+  CHECK(server.next_deadline() == kSecond + 100'000'000);
+  std::string text = reply_of(server, handler, fd, 2 * kSecond);
+  CHECK(text == "{\"version\":1,\"ok\":true,\"echo\":\"hello\"}\n");
+  CHECK(os.calls("accept_unix") >= 2);
+  close(fd);
+}
+
+TEST_CASE("a peer that goes away while its reply is deferred is dropped, and the reply with it") {
+  Fixture f;
+  RequestServer server = RequestServer::listen(real_os(), f.path, 0600, std::nullopt, f.limits);
+  EchoHandler handler;
+  int fd = connect_to(f.path);
+  send_text(fd, "defer\n");
+  for (int round = 0; round < 500 && handler.deferred.empty(); ++round) pump(server, handler, 0);
+  REQUIRE(handler.deferred.size() == 1);
+  close(fd);
+  for (int round = 0; round < 500 && server.connections() > 0; ++round) pump(server, handler, 0);
+  CHECK(server.connections() == 0);
+  server.reply(handler.deferred[0], "nobody\n", 0);  // dropped, no crash
+  CHECK(server.quiet());
+}
+
+}  // namespace hugepin::daemon
