@@ -39,3 +39,6 @@ timeout 60 "$hugepin" bench pin --size 16G --repeat 1 --threads all --chunk 1G -
 
 echo 0 > /proc/sys/vm/nr_hugepages
 echo "$pool_before" > /proc/sys/vm/nr_hugepages
+
+echo "== bench pin 64G (two turns: see bench/gpu-pin-large.sh)"
+bash "$(dirname "$0")/gpu-pin-large.sh" "$bin" "$out" 64G

@@ -216,3 +216,16 @@ TEST_CASE("bench ring runs both queues and prints JSON") {
   CHECK(json["rows"][2]["latency_ns"].is_null());
   CHECK(json["rows"][4]["method"] == "hugepin ReportRing, consumer sleeps");
 }
+
+TEST_CASE("bench pin runs its host rows alone and refuses to run nothing") {
+  Run run = run_hugepin("bench pin --size 8M --threads 1 --pagesize 4K --repeat 1 --warmup 0 --gpu off --json");
+  REQUIRE(run.status == 0);
+  const auto json = nlohmann::json::parse(run.out);
+  CHECK(json["host"]["rows"].size() == 2);  // arena, then 4 KiB mmap + touch
+  CHECK_FALSE(json.contains("gpu"));
+
+  Run nothing = run_hugepin("bench pin --size 8M --host off --gpu off");
+  CHECK(nothing.status == 2);
+  CHECK(nothing.out.find("--host off") != std::string::npos);
+  CHECK(run_hugepin("bench pin --host maybe").status == 2);
+}
