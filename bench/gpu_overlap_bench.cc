@@ -14,18 +14,13 @@
 #include "base/size.h"
 #include "bench/gpu_support.h"
 #include "dma/copy_engine.h"
+#include "dma/cuda_check.h"
 #include "dma/gpu_runtime.h"
 #include "dma/pinning.h"
 #include "hugemem/arena.h"
 
 namespace hugepin::bench {
 namespace {
-
-void check(cudaError_t error, std::string_view what) {
-  if (error == cudaSuccess) return;
-  (void)cudaGetLastError();
-  throw Error(cat(what, ": ", cudaGetErrorName(error), ": ", cudaGetErrorString(error)));
-}
 
 // cuBLAS, loaded at run time so that hugepin itself never needs it.
 class Cublas {
@@ -82,15 +77,15 @@ double matmul_rate(Cublas& cublas, cudaStream_t stream, const OverlapOptions& op
                    DeviceBuffer& b, DeviceBuffer& c) {
   cudaEvent_t start = nullptr;
   cudaEvent_t stop = nullptr;
-  check(cudaEventCreate(&start), "event");
-  check(cudaEventCreate(&stop), "event");
+  check_cuda(cudaEventCreate(&start), "event");
+  check_cuda(cudaEventCreate(&stop), "event");
   const int n = static_cast<int>(options.matmul_size);
-  check(cudaEventRecord(start, stream), "record");
+  check_cuda(cudaEventRecord(start, stream), "record");
   for (unsigned i = 0; i < options.matmuls_per_sample; ++i) cublas.matmul(stream, n, a.data(), b.data(), c.data());
-  check(cudaEventRecord(stop, stream), "record");
-  check(cudaEventSynchronize(stop), "sync");
+  check_cuda(cudaEventRecord(stop, stream), "record");
+  check_cuda(cudaEventSynchronize(stop), "sync");
   float ms = 0;
-  check(cudaEventElapsedTime(&ms, start, stop), "elapsed");
+  check_cuda(cudaEventElapsedTime(&ms, start, stop), "elapsed");
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
   const double flops = 2.0 * n * static_cast<double>(n) * n * options.matmuls_per_sample;
@@ -102,13 +97,13 @@ double matmul_rate(Cublas& cublas, cudaStream_t stream, const OverlapOptions& op
 std::vector<OverlapRow> run_overlap_bench(const OverlapOptions& options,
                                           const std::function<void(const std::string&)>& progress) {
   Cublas cublas;
-  check(cudaSetDevice(options.device), "selecting the GPU");
+  check_cuda(cudaSetDevice(options.device), "selecting the GPU");
   const uint64_t matrix = uint64_t{options.matmul_size} * options.matmul_size * 2;
   DeviceBuffer a(options.device, matrix), b(options.device, matrix), c(options.device, matrix);
   a.fill(0x3c);  // bf16 ~1.2: finite values throughout
   b.fill(0x3c);
   cudaStream_t compute = nullptr;
-  check(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking), "stream");
+  check_cuda(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking), "stream");
 
   // Copy side: a pinned region and device blocks, twice the bytes of one launch per direction.
   const uint64_t pool = 2 * options.copy_bytes;

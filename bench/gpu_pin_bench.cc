@@ -10,6 +10,7 @@
 
 #include "base/error.h"
 #include "base/size.h"
+#include "dma/cuda_check.h"
 #include "dma/gpu_runtime.h"
 #include "dma/pinning.h"
 #include "hugemem/arena.h"
@@ -19,12 +20,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
-
-void check(cudaError_t error, std::string_view what) {
-  if (error == cudaSuccess) return;
-  (void)cudaGetLastError();
-  throw Error(cat(what, ": ", cudaGetErrorName(error), ": ", cudaGetErrorString(error)));
-}
 
 struct Sample {
   double prepare = 0;
@@ -71,11 +66,11 @@ Sample bare_register(const GpuPinOptions& options, const std::string& name) {
   MappedRegion region = open_region(real_os(), name, 0, true, arena_options(options));
   Sample sample;
   auto start = Clock::now();
-  check(cudaHostRegister(region.data(), region.size(), cudaHostRegisterPortable | cudaHostRegisterMapped),
+  check_cuda(cudaHostRegister(region.data(), region.size(), cudaHostRegisterPortable | cudaHostRegisterMapped),
         "cudaHostRegister");
   sample.registration = since(start);
   sample.chunks = 1;
-  check(cudaHostUnregister(region.data()), "cudaHostUnregister");
+  check_cuda(cudaHostUnregister(region.data()), "cudaHostUnregister");
   return sample;
 }
 
@@ -83,10 +78,10 @@ Sample host_alloc(uint64_t bytes) {
   Sample sample;
   void* memory = nullptr;
   auto start = Clock::now();
-  check(cudaHostAlloc(&memory, bytes, cudaHostAllocPortable | cudaHostAllocMapped),
+  check_cuda(cudaHostAlloc(&memory, bytes, cudaHostAllocPortable | cudaHostAllocMapped),
         cat("cudaHostAlloc of ", format_bytes(bytes)));
   sample.registration = since(start);
-  check(cudaFreeHost(memory), "cudaFreeHost");
+  check_cuda(cudaFreeHost(memory), "cudaFreeHost");
   return sample;
 }
 
@@ -113,7 +108,7 @@ Sample small_pages_register(uint64_t bytes) {
   sample.registration = since(start);
   if (error == cudaSuccess) cudaHostUnregister(memory);
   munmap(memory, bytes);
-  check(error, cat("cudaHostRegister of ", format_bytes(bytes), " of 4 KiB pages"));
+  check_cuda(error, cat("cudaHostRegister of ", format_bytes(bytes), " of 4 KiB pages"));
   return sample;
 }
 
@@ -132,8 +127,8 @@ GpuPinRow to_row(const std::string& method, const std::vector<Sample>& samples) 
 
 std::vector<GpuPinRow> run_gpu_pin_bench(const GpuPinOptions& options,
                                          const std::function<void(const std::string&)>& progress) {
-  check(cudaSetDevice(options.device), "selecting the GPU");
-  check(cudaFree(nullptr), "creating the CUDA context");  // context creation is not pinning time
+  check_cuda(cudaSetDevice(options.device), "selecting the GPU");
+  check_cuda(cudaFree(nullptr), "creating the CUDA context");  // context creation is not pinning time
   std::map<std::string, std::vector<Sample>> samples;
   const std::string name = cat("bench-pin-gpu-", getpid());
   auto want = [&](const char* method) { return options.methods.count(method) != 0; };

@@ -11,17 +11,11 @@
 #include "base/error.h"
 #include "dma/copy_engine.h"
 #include "dma/copy_plan.h"
+#include "dma/cuda_check.h"
 #include "dma/cuda_copy_kernels.cuh"
 
 namespace hugepin {
 namespace {
-
-// Throws Error("<what>: cudaErrorX: text") after clearing the runtime's last error.
-void check(cudaError_t error, std::string_view what) {
-  if (error == cudaSuccess) return;
-  (void)cudaGetLastError();
-  throw Error(cat(what, ": ", cudaGetErrorName(error), ": ", cudaGetErrorString(error)), static_cast<int>(error));
-}
 
 constexpr uint64_t kSmPieceBytes = 64 * 1024;  // a warp's unit of a large block (32-bit indices in the kernel)
 constexpr uint32_t kBulkMaxStageBytes = 32 * 1024;
@@ -41,10 +35,10 @@ class CudaCompletion final : public CopyCompletion {
       (void)cudaGetLastError();
       return false;
     }
-    check(state, "copy failed");
+    check_cuda(state, "copy failed");
     return true;
   }
-  void wait() override { check(cudaEventSynchronize(event_), "copy failed"); }
+  void wait() override { check_cuda(cudaEventSynchronize(event_), "copy failed"); }
 
  private:
   cudaEvent_t event_;
@@ -76,7 +70,7 @@ class MetadataSlots {
     Slot& slot = slots_[next_];
     current_ = next_;
     next_ = (next_ + 1) % slots_.size();
-    if (slot.event != nullptr) check(cudaEventSynchronize(slot.event), "waiting for a metadata slot");
+    if (slot.event != nullptr) check_cuda(cudaEventSynchronize(slot.event), "waiting for a metadata slot");
     const size_t view_bytes = views.size() * sizeof(UnitView);
     const size_t bytes = view_bytes + pairs.size() * sizeof(UnitPair);
     if (bytes > slot.capacity) {
@@ -85,21 +79,21 @@ class MetadataSlots {
       slot.host = nullptr;
       slot.device = nullptr;
       slot.capacity = std::max<size_t>(bytes, slot.capacity * 2);
-      check(cudaMallocHost(&slot.host, slot.capacity), "allocating copy metadata (host)");
-      check(cudaMalloc(&slot.device, slot.capacity), "allocating copy metadata (device)");
+      check_cuda(cudaMallocHost(&slot.host, slot.capacity), "allocating copy metadata (host)");
+      check_cuda(cudaMalloc(&slot.device, slot.capacity), "allocating copy metadata (device)");
     }
     std::memcpy(slot.host, views.data(), view_bytes);
     static_assert(sizeof(UnitPair) == sizeof(BlockPair));
     std::memcpy(static_cast<char*>(slot.host) + view_bytes, pairs.data(), pairs.size() * sizeof(UnitPair));
-    check(cudaMemcpyAsync(slot.device, slot.host, bytes, cudaMemcpyHostToDevice, stream), "uploading copy metadata");
+    check_cuda(cudaMemcpyAsync(slot.device, slot.host, bytes, cudaMemcpyHostToDevice, stream), "uploading copy metadata");
     auto* base = static_cast<char*>(slot.device);
     return {reinterpret_cast<const UnitView*>(base), reinterpret_cast<const UnitPair*>(base + view_bytes)};
   }
 
   void record_after(cudaStream_t stream) {
     Slot& slot = slots_[current_];
-    if (slot.event == nullptr) check(cudaEventCreateWithFlags(&slot.event, cudaEventDisableTiming), "creating an event");
-    check(cudaEventRecord(slot.event, stream), "recording a metadata event");
+    if (slot.event == nullptr) check_cuda(cudaEventCreateWithFlags(&slot.event, cudaEventDisableTiming), "creating an event");
+    check_cuda(cudaEventRecord(slot.event, stream), "recording a metadata event");
   }
 
  private:
@@ -128,20 +122,20 @@ class CudaCopyEngine final : public CopyEngine {
  public:
   CudaCopyEngine(std::vector<SegmentView> views, const CopyEngineOptions& options)
       : views_(std::move(views)), options_(options), aligned_(aligned16(views_)) {
-    check(cudaSetDevice(options_.device), cat("selecting GPU ", options_.device));
+    check_cuda(cudaSetDevice(options_.device), cat("selecting GPU ", options_.device));
     int least = 0;
     int greatest = 0;
-    check(cudaDeviceGetStreamPriorityRange(&least, &greatest), "reading stream priorities");
+    check_cuda(cudaDeviceGetStreamPriorityRange(&least, &greatest), "reading stream priorities");
     // The lowest priority: copies yield to the engine's compute streams.
     for (cudaStream_t& stream : streams_) {
-      check(cudaStreamCreateWithPriority(&stream, cudaStreamNonBlocking, least), "creating a copy stream");
+      check_cuda(cudaStreamCreateWithPriority(&stream, cudaStreamNonBlocking, least), "creating a copy stream");
     }
     uint64_t largest = 0;
     for (const SegmentView& view : views_) largest = std::max(largest, view.block_bytes);
     bulk_stage_bytes_ = static_cast<uint32_t>(std::clamp<uint64_t>((largest + 15) / 16 * 16, 16, kBulkMaxStageBytes));
     bulk_pipelines_ = std::clamp<uint32_t>(kBulkSharedBudget / (detail::kBulkStages * bulk_stage_bytes_), 1,
                                            detail::kBulkMaxPipelines);
-    check(cudaFuncSetAttribute(detail::sm_bulk_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    check_cuda(cudaFuncSetAttribute(detail::sm_bulk_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                static_cast<int>(bulk_pipelines_ * detail::kBulkStages * bulk_stage_bytes_)),
           "sizing the bulk copy kernel's shared memory");
   }
@@ -159,7 +153,7 @@ class CudaCopyEngine final : public CopyEngine {
     const bool sm = backend == CopyBackend::kSmLoadStore || backend == CopyBackend::kSmBulk;
     if (backend == CopyBackend::kHost) throw Error("the CUDA copy engine has no host backend (use make_host_copy_engine)");
     check_copy_request(views_, pairs, direction, sm ? 16 : 1);
-    check(cudaSetDevice(options_.device), cat("selecting GPU ", options_.device));
+    check_cuda(cudaSetDevice(options_.device), cat("selecting GPU ", options_.device));
     cudaStream_t stream = streams_[static_cast<int>(direction)];
     if (!pairs.empty()) {
       switch (backend) {
@@ -171,16 +165,16 @@ class CudaCopyEngine final : public CopyEngine {
       }
     }
     cudaEvent_t event = nullptr;
-    check(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "creating a completion event");
+    check_cuda(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "creating a completion event");
     if (cudaError_t error = cudaEventRecord(event, stream); error != cudaSuccess) {
       cudaEventDestroy(event);
-      check(error, "recording a completion event");
+      check_cuda(error, "recording a completion event");
     }
     return std::make_unique<CudaCompletion>(event);
   }
 
   void synchronize() override {
-    for (cudaStream_t stream : streams_) check(cudaStreamSynchronize(stream), "synchronizing copy streams");
+    for (cudaStream_t stream : streams_) check_cuda(cudaStreamSynchronize(stream), "synchronizing copy streams");
   }
 
   CopyBackend auto_backend(Direction direction) const override {
@@ -200,7 +194,7 @@ class CudaCopyEngine final : public CopyEngine {
     const cudaMemcpyKind kind = direction == Direction::kHostToDevice ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost;
     if (!batched) {
       for (const CopySpan& span : spans) {
-        check(cudaMemcpyAsync(reinterpret_cast<void*>(span.dst), reinterpret_cast<const void*>(span.src), span.bytes,
+        check_cuda(cudaMemcpyAsync(reinterpret_cast<void*>(span.dst), reinterpret_cast<const void*>(span.src), span.bytes,
                               kind, stream),
               cat("cudaMemcpyAsync of ", span.bytes, " bytes"));
       }
@@ -222,7 +216,7 @@ class CudaCopyEngine final : public CopyEngine {
         srcs[i] = reinterpret_cast<const void*>(spans[first + i].src);
         sizes[i] = spans[first + i].bytes;
       }
-      check(cudaMemcpyBatchAsync(dsts.data(), srcs.data(), sizes.data(), count, &attributes, &attribute_index, 1,
+      check_cuda(cudaMemcpyBatchAsync(dsts.data(), srcs.data(), sizes.data(), count, &attributes, &attribute_index, 1,
                                  stream),
             cat("cudaMemcpyBatchAsync of ", count, " copies (a span crossing two pinned chunks is refused: ",
                 "set host_split_base/bytes from the PinnedRegion)"));
@@ -247,7 +241,7 @@ class CudaCopyEngine final : public CopyEngine {
     } else {
       detail::sm_load_store_kernel<<<blocks, 1024, 0, stream>>>(layout, views, device_pairs);
     }
-    check(cudaGetLastError(), cat("launching the ", backend_name(backend), " copy kernel"));
+    check_cuda(cudaGetLastError(), cat("launching the ", backend_name(backend), " copy kernel"));
     slots.record_after(stream);
   }
 

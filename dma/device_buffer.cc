@@ -6,21 +6,12 @@
 
 #include "base/error.h"
 #include "base/size.h"
+#include "dma/cuda_check.h"
 
 namespace hugepin {
-namespace {
-
-void check(cudaError_t error, std::string_view what) {
-  if (error == cudaSuccess) return;
-  (void)cudaGetLastError();
-  throw Error(cat(what, ": ", cudaGetErrorName(error), ": ", cudaGetErrorString(error)), static_cast<int>(error));
-}
-
-}  // namespace
-
 DeviceBuffer::DeviceBuffer(int device, uint64_t bytes) : device_(device), bytes_(bytes) {
-  check(cudaSetDevice(device), cat("selecting GPU ", device));
-  check(cudaMalloc(&data_, bytes), cat("allocating ", format_bytes(bytes), " on GPU ", device));
+  check_cuda(cudaSetDevice(device), cat("selecting GPU ", device));
+  check_cuda(cudaMalloc(&data_, bytes), cat("allocating ", format_bytes(bytes), " on GPU ", device));
 }
 
 DeviceBuffer::~DeviceBuffer() {
@@ -45,24 +36,24 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
 }
 
 void DeviceBuffer::fill(int byte) {
-  check(cudaSetDevice(device_), cat("selecting GPU ", device_));
-  check(cudaMemset(data_, byte, bytes_), "cudaMemset");
-  check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  check_cuda(cudaSetDevice(device_), cat("selecting GPU ", device_));
+  check_cuda(cudaMemset(data_, byte, bytes_), "cudaMemset");
+  check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
 }
 
 void copy_to_device(int device, uint64_t device_address, const void* host, size_t bytes) {
-  check(cudaSetDevice(device), cat("selecting GPU ", device));
-  check(cudaMemcpy(reinterpret_cast<void*>(device_address), host, bytes, cudaMemcpyHostToDevice),
+  check_cuda(cudaSetDevice(device), cat("selecting GPU ", device));
+  check_cuda(cudaMemcpy(reinterpret_cast<void*>(device_address), host, bytes, cudaMemcpyHostToDevice),
         cat("copying ", format_bytes(bytes), " to GPU ", device));
   // From pageable memory cudaMemcpy may return once the bytes are staged, before they land; work
   // on other (non-blocking) streams must not see the old bytes (seen on the H200 host: the
   // demo's stores copied stale blocks). Wait for the device.
-  check(cudaDeviceSynchronize(), cat("waiting for a copy to GPU ", device));
+  check_cuda(cudaDeviceSynchronize(), cat("waiting for a copy to GPU ", device));
 }
 
 void copy_from_device(int device, void* host, uint64_t device_address, size_t bytes) {
-  check(cudaSetDevice(device), cat("selecting GPU ", device));
-  check(cudaMemcpy(host, reinterpret_cast<const void*>(device_address), bytes, cudaMemcpyDeviceToHost),
+  check_cuda(cudaSetDevice(device), cat("selecting GPU ", device));
+  check_cuda(cudaMemcpy(host, reinterpret_cast<const void*>(device_address), bytes, cudaMemcpyDeviceToHost),
         cat("copying ", format_bytes(bytes), " from GPU ", device));
 }
 
