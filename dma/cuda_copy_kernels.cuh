@@ -14,28 +14,35 @@ namespace hugepin::detail {
 constexpr int kLoadsInFlight = 8;
 
 // Warp per unit; each lane moves 16-byte vectors, kLoadsInFlight of them loaded before any is
-// stored. Streaming (evict-first) loads and stores: the data is touched once.
+// stored. Streaming (evict-first) loads and stores: the data is touched once. The next unit's
+// descriptor is looked up while the current unit's first loads are in flight, so that for small
+// blocks (one unit each) the lookup's memory latency does not open a gap in the stream of loads.
 __global__ void __launch_bounds__(1024) sm_load_store_kernel(UnitLayout layout, const UnitView* views,
                                                              const UnitPair* pairs) {
   const unsigned lane = threadIdx.x & 31u;
   const uint64_t warp = (static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
   const uint64_t warps = (static_cast<uint64_t>(gridDim.x) * blockDim.x) >> 5;
   const uint64_t units = layout.unit_count();
+  if (warp >= units) return;
+  CopyUnit next = copy_unit_at(layout, views, pairs, warp);
   for (uint64_t u = warp; u < units; u += warps) {
-    const CopyUnit unit = copy_unit_at(layout, views, pairs, u);
+    const CopyUnit unit = next;
     // A unit is at most one piece (64 KiB): 32-bit indices keep registers for data.
     const uint32_t vectors = static_cast<uint32_t>(unit.bytes / 16);
     const uint4* src = reinterpret_cast<const uint4*>(unit.src) + lane;
     uint4* dst = reinterpret_cast<uint4*>(unit.dst) + lane;
-    for (uint32_t base = lane; base < vectors; base += 32 * kLoadsInFlight) {
+    // `first` is the same in every lane, so all of them take the lookup below together (a lane
+    // with nothing to move in a small unit still needs the next unit's descriptor).
+    for (uint32_t first = 0; first == 0 || first < vectors; first += 32 * kLoadsInFlight) {
       uint4 r[kLoadsInFlight];
 #pragma unroll
       for (int k = 0; k < kLoadsInFlight; ++k) {
-        if (base + k * 32 < vectors) r[k] = __ldcs(src + k * 32);
+        if (first + lane + k * 32 < vectors) r[k] = __ldcs(src + k * 32);
       }
+      if (first == 0 && u + warps < units) next = copy_unit_at(layout, views, pairs, u + warps);
 #pragma unroll
       for (int k = 0; k < kLoadsInFlight; ++k) {
-        if (base + k * 32 < vectors) __stcs(dst + k * 32, r[k]);
+        if (first + lane + k * 32 < vectors) __stcs(dst + k * 32, r[k]);
       }
       src += 32 * kLoadsInFlight;
       dst += 32 * kLoadsInFlight;
