@@ -233,8 +233,13 @@ def worker_parity(n):
                  "shim": [*s, dev_s.value == shim_ptr]})
 
     r = last_error_after(lambda: real.cudaHostRegister(real_ptr, 4096, 0))
-    s = last_error_after(lambda: real.cudaHostRegister(shim_ptr, 4096, 0))
+    s = last_error_after(lambda: shim.cudaHostRegister(shim_ptr, 4096, 0))
     rows.append({"call": "cudaHostRegister(first page)", "real": [*r, None], "shim": [*s, None]})
+    # A caller bound to libcudart's own symbol (dlsym on its handle, a static cudart) bypasses the
+    # shim: the runtime sees memory already registered. Shown, not compared (README: the shim).
+    bypass = last_error_after(lambda: real.cudaHostRegister(shim_ptr, 4096, 0))
+    if bypass[0] == 0:
+        real.cudaHostUnregister(shim_ptr)
 
     r = last_error_after(lambda: real.cudaHostUnregister(real_ptr))
     s = last_error_after(lambda: shim.cudaHostUnregister(shim_ptr))
@@ -258,7 +263,7 @@ def worker_parity(n):
     s = last_error_after(lambda: shim.cudaFreeHost(foreign_ptr))
     rows.append({"call": "cudaFreeHost of runtime memory via the shim", "real": [foreign_code, 0, None],
                  "shim": [*s, None]})
-    return {"rows": rows, "shim_pointer_in_shim_mapping": in_mapping}
+    return {"rows": rows, "shim_pointer_in_shim_mapping": in_mapping, "register_bypassing_shim": list(bypass)}
 
 
 def worker_measure(kind, n, shim_loaded):
@@ -361,6 +366,8 @@ def report_parity(report, shim, hugetlbfs, size):
         print(f"{row['call']:<44} {str(real):<32} {str(mine):<32} {'yes' if same else 'NO'}")
         report.check(same, f"parity: {row['call']} answers differently through the shim")
     report.check(result["shim_pointer_in_shim_mapping"], "parity: the shim's cudaHostAlloc memory is not a shim mapping")
+    print(f"cudaHostRegister on shim memory through libcudart's own symbol (bypassing the shim): "
+          f"{result['register_bypassing_shim']} (code, last error)")
 
 
 def report_rounding_and_time(report, shim, hugetlbfs, rounding_sizes, timing_sizes):
@@ -387,10 +394,12 @@ def report_rounding_and_time(report, shim, hugetlbfs, rounding_sizes, timing_siz
                      f"{kind} {n}: the shim took {mine['hugepages_taken']} hugepages, expected {expected_pages}")
         if kind == "exact":
             # MemFree also counts the driver's own bookkeeping for pinned memory (about 1.6% on the
-            # H200 host, with or without the shim): compare with CUDA alone on the same request.
-            report.check(mine["taken"] <= plain["taken"] + HUGEPAGE,
+            # H200 host, with or without the shim) and moves with the rest of the host between the
+            # two runs (up to 0.8% seen at 1 GiB): compare with CUDA alone on the same request,
+            # allowing a hugepage and 1%. The exact figure is the hugepage count checked above.
+            report.check(mine["taken"] <= plain["taken"] + HUGEPAGE + n // 100,
                          f"exact {n}: the shim took {mine['taken']} bytes, CUDA alone {plain['taken']} "
-                         f"(more than one hugepage over it)")
+                         f"(more than a hugepage and 1% over it)")
         torch_reserved = plain["torch_reserved"]
         path = "torch pin_memory=True" if kind == "pin" else "cudaHostAlloc (exact)"
         print(f"{show(n):>14} {path:<22} {plain['taken'] / n:>12.3f}x {mine['taken'] / n:>9.3f}x "
