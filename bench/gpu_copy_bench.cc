@@ -69,7 +69,6 @@ std::vector<GpuCopyRow> run_gpu_copy_bench(const GpuCopyOptions& options,
     CopyEngineOptions engine_options;
     engine_options.device = options.device;
     engine_options.sm_blocks = options.sm_blocks;
-    engine_options.sm_dma_percent = options.sm_dma_percent;
     engine_options.host_split_base = reinterpret_cast<uintptr_t>(region.data());
     engine_options.host_split_bytes = pinned.chunk_bytes();
     auto engine = make_cuda_copy_engine({view}, engine_options);
@@ -82,7 +81,7 @@ std::vector<GpuCopyRow> run_gpu_copy_bench(const GpuCopyOptions& options,
     };
     std::vector<Method> methods{{"per-block", CopyBackend::kDmaPerBlock}, {"batch", CopyBackend::kDmaBatch},
                                 {"sm", CopyBackend::kSmLoadStore},      {"sm-bulk", CopyBackend::kSmBulk},
-                                {"sm+dma", CopyBackend::kSmDma},        {"auto", CopyBackend::kAuto}};
+                                {"auto", CopyBackend::kAuto}};
     for (const char* direction : {"h2d", "d2h", "both"}) {
       const std::string dir = direction;
       auto run_contiguous = [&] {

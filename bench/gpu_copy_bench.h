@@ -17,7 +17,6 @@ struct GpuCopyOptions {
   uint64_t bytes = uint64_t{1} << 30;  // moved per run and direction
   unsigned repeat = 5;
   unsigned sm_blocks = 4;
-  unsigned sm_dma_percent = 0;         // sm+dma: DMA's share; 0 by block size
   int device = 0;
   uint64_t page_size = 0;              // host region: 0 best available
   std::string hugetlbfs_dir;

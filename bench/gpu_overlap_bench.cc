@@ -145,8 +145,7 @@ std::vector<OverlapRow> run_overlap_bench(const OverlapOptions& options,
   std::vector<OverlapRow> rows;
   rows.push_back({"none", summarize(alone), 0, 0});
 
-  for (CopyBackend backend : {CopyBackend::kDmaBatch, CopyBackend::kSmLoadStore, CopyBackend::kSmBulk,
-                              CopyBackend::kSmDma, CopyBackend::kAuto}) {
+  for (CopyBackend backend : {CopyBackend::kDmaBatch, CopyBackend::kSmLoadStore, CopyBackend::kSmBulk, CopyBackend::kAuto}) {
     std::atomic<bool> stop{false};
     std::atomic<uint64_t> moved{0};
     std::exception_ptr failure;

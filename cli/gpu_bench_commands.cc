@@ -54,26 +54,20 @@ int run_copy(const bench::GpuCopyOptions& options, bool json) {
                      {"gb_per_second", summary_json(row.gbps)}});
     }
     print_json({{"benchmark", "copy"}, {"bytes", options.bytes}, {"sm_blocks", options.sm_blocks},
-                {"sm_dma_percent", options.sm_dma_percent}, {"repeat", options.repeat}, {"rows", out}});
+                {"repeat", options.repeat}, {"rows", out}});
     return 0;
   }
   std::cout << "scattered block copies, " << format_bytes(options.bytes) << " per run, GB/s (median of "
-            << options.repeat << "); SM kernels on " << options.sm_blocks << " thread blocks; SM+DMA gives "
-            << (options.sm_dma_percent == 0 ? std::string("a share by block size") : cat(options.sm_dma_percent, "%"))
-            << " of the blocks to DMA\n";
-  Table table({"BLOCK", "DIR", "CONTIG", "PER-BLOCK", "BATCH", "SM", "SM-BULK", "SM+DMA", "AUTO", "AUTO IS",
-               "AUTO/CONTIG"},
+            << options.repeat << "); SM kernels on " << options.sm_blocks << " thread blocks\n";
+  Table table({"BLOCK", "DIR", "CONTIG", "PER-BLOCK", "BATCH", "SM", "SM-BULK", "AUTO", "AUTO IS", "AUTO/CONTIG"},
               {Table::Align::kRight, Table::Align::kLeft});
-  constexpr size_t kRowsPerCase = 7;
-  for (size_t i = 0; i + kRowsPerCase <= rows.size(); i += kRowsPerCase) {
-    // Rows come as contiguous, per-block, batch, sm, sm-bulk, sm+dma, auto(...) for one block and
-    // direction.
+  for (size_t i = 0; i < rows.size(); i += 6) {
+    // Rows come as contiguous, per-block, batch, sm, sm-bulk, auto(...) for one block and direction.
     const auto& contiguous = rows[i];
-    const auto& chosen = rows[i + kRowsPerCase - 1];
     std::vector<std::string> cells{page_size_name(contiguous.block_bytes), contiguous.direction};
-    for (size_t k = 0; k < kRowsPerCase; ++k) cells.push_back(fixed(rows[i + k].gbps.median, 1));
-    cells.push_back(chosen.method.substr(5, chosen.method.size() - 6));
-    cells.push_back(fixed(100.0 * chosen.gbps.median / contiguous.gbps.median, 1) + "%");
+    for (size_t k = 0; k < 6; ++k) cells.push_back(fixed(rows[i + k].gbps.median, 1));
+    cells.push_back(rows[i + 5].method.substr(5, rows[i + 5].method.size() - 6));
+    cells.push_back(fixed(100.0 * rows[i + 5].gbps.median / contiguous.gbps.median, 1) + "%");
     table.add_row(cells);
   }
   std::cout << table.render();
@@ -180,7 +174,6 @@ void add_gpu_bench_commands(CLI::App& bench, Context& context) {
     std::string bytes = "1G";
     unsigned repeat = 5;
     unsigned sm_blocks = 4;
-    unsigned sm_dma_percent = 0;
     int device = 0;
     std::string page_size = "auto";
     std::string dir;
@@ -192,9 +185,6 @@ void add_gpu_bench_commands(CLI::App& bench, Context& context) {
   copy->add_option("--bytes", copy_args->bytes, "Bytes per run and direction")->check(size_validator());
   copy->add_option("--repeat", copy_args->repeat, "Runs per row")->check(CLI::Range(1, 100));
   copy->add_option("--sm-blocks", copy_args->sm_blocks, "Thread blocks of the SM kernels")->check(CLI::Range(1, 1024));
-  copy->add_option("--sm-dma-percent", copy_args->sm_dma_percent,
-                   "sm+dma: percent of the blocks given to DMA (0: by block size)")
-      ->check(CLI::Range(0, 99));
   copy->add_option("--device", copy_args->device, "GPU to copy to and from")->check(CLI::Range(0, 63));
   copy->add_option("--pagesize", copy_args->page_size, "Host region page size")->check(page_size_validator(true));
   copy->add_option("--dir", copy_args->dir, "hugetlbfs mount to use");
@@ -207,7 +197,6 @@ void add_gpu_bench_commands(CLI::App& bench, Context& context) {
       options.bytes = size_value(copy_args->bytes);
       options.repeat = copy_args->repeat;
       options.sm_blocks = copy_args->sm_blocks;
-      options.sm_dma_percent = copy_args->sm_dma_percent;
       options.device = copy_args->device;
       options.page_size = page_size_value(copy_args->page_size);
       options.hugetlbfs_dir = copy_args->dir;

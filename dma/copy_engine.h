@@ -24,13 +24,11 @@ enum class CopyBackend : uint8_t {
   kDmaPerBlock,  // one cudaMemcpyAsync per span: what engines do today (a baseline)
   kSmLoadStore,  // an SM kernel over mapped host memory: warps with 16-byte loads in flight
   kSmBulk,       // an SM kernel driving Hopper's bulk async copies (TMA) through shared memory
-  kSmDma,        // one launch split: most pairs by the SM kernel, the rest by batched DMA beside it
   kHost,         // memcpy on CPU threads: no GPU (tests, CI, demo)
 };
 
 std::string_view backend_name(CopyBackend backend);
-// Parses "auto", "dma-batch", "dma-per-block", "sm", "sm-bulk", "sm+dma", "host". Throws Error
-// naming text.
+// Parses "auto", "dma-batch", "dma-per-block", "sm", "sm-bulk", "host". Throws Error naming text.
 CopyBackend parse_backend(std::string_view text);
 
 struct CopyEngineOptions {
@@ -43,10 +41,6 @@ struct CopyEngineOptions {
   uint64_t auto_sm_below_d2h = 1 << 20;
   // Which SM kernel kAuto uses.
   CopyBackend auto_sm_kernel = CopyBackend::kSmLoadStore;
-  // kSmDma: the percent of a launch's pairs given to batched DMA, 1-99; 0 picks it from the
-  // block size (sm_dma_default_percent in dma/copy_plan.h). The SM kernel alone stops short of the link for small
-  // blocks and DMA alone is slow there; side by side they add up.
-  unsigned sm_dma_percent = 0;
   // Host spans never cross a multiple of this many bytes from host_split_base. Set them from the
   // PinnedRegion (its host() and chunk_bytes()) when the host memory was pinned in chunks: the
   // DMA backends refuse a span that crosses two registrations (cudaErrorInvalidValue, measured

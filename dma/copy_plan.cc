@@ -1,9 +1,6 @@
 #include "dma/copy_plan.h"
 
 #include <algorithm>
-#include <cmath>
-#include <iterator>
-#include <utility>
 
 namespace hugepin {
 namespace {
@@ -79,28 +76,6 @@ std::vector<UnitView> plan_unit_views(std::span<const SegmentView> views, Direct
   }
   *pieces_per_pair = first;
   return out;
-}
-
-size_t sm_dma_split(size_t pair_count, unsigned percent) {
-  if (pair_count < 2 || percent == 0) return 0;
-  const size_t dma = (pair_count * std::min(percent, 99u) + 50) / 100;
-  return std::clamp<size_t>(dma, 1, pair_count - 1);
-}
-
-unsigned sm_dma_default_percent(uint64_t block_bytes) {
-  // (block bytes, DMA's percent): measured alone on the H200 host (bench copy, h2d), DMA's rate
-  // over the sum of both rates; log-linear between the points.
-  static constexpr std::pair<double, double> kPoints[] = {
-      {4096, 13}, {16384, 25}, {65536, 43}, {262144, 48}, {1048576, 50}};
-  const double bytes = static_cast<double>(std::max<uint64_t>(block_bytes, 1));
-  if (bytes <= kPoints[0].first) return static_cast<unsigned>(kPoints[0].second);
-  for (size_t i = 1; i < std::size(kPoints); ++i) {
-    if (bytes <= kPoints[i].first) {
-      const double t = std::log2(bytes / kPoints[i - 1].first) / std::log2(kPoints[i].first / kPoints[i - 1].first);
-      return static_cast<unsigned>(std::lround(kPoints[i - 1].second + t * (kPoints[i].second - kPoints[i - 1].second)));
-    }
-  }
-  return static_cast<unsigned>(kPoints[std::size(kPoints) - 1].second);
 }
 
 }  // namespace hugepin

@@ -32,13 +32,4 @@ std::vector<CopySpan> plan_dma_spans(std::span<const SegmentView> views, std::sp
 std::vector<UnitView> plan_unit_views(std::span<const SegmentView> views, Direction direction, uint64_t piece_bytes,
                                       uint64_t* pieces_per_pair);
 
-// How many of `pair_count` pairs an sm+dma launch gives to DMA at `percent` (1-99): rounded to
-// the nearest pair, and never all of them while there are two or more (both halves get work).
-size_t sm_dma_split(size_t pair_count, unsigned percent);
-
-// sm+dma's share for DMA (percent) when CopyEngineOptions::sm_dma_percent is 0: from each
-// backend's rate alone at this block size on the H200 host, DMA's part of their sum, so that both
-// halves end together.
-unsigned sm_dma_default_percent(uint64_t block_bytes);
-
 }  // namespace hugepin

@@ -137,32 +137,3 @@ TEST_CASE("requests are checked: ranges, sizes and alignment") {
 }
 
 }  // namespace hugepin
-
-namespace hugepin {
-
-TEST_CASE("sm+dma split: DMA's share rounded to a pair, both halves busy from two pairs on") {
-  CHECK(sm_dma_split(0, 50) == 0);
-  CHECK(sm_dma_split(1, 50) == 0);  // one pair: the SM kernel takes it
-  CHECK(sm_dma_split(2, 1) == 1);
-  CHECK(sm_dma_split(2, 99) == 1);
-  CHECK(sm_dma_split(1000, 13) == 130);
-  CHECK(sm_dma_split(1000, 0) == 0);
-  CHECK(sm_dma_split(1000, 250) == 990);  // clamped to 99%
-  CHECK(sm_dma_split(7, 50) == 4);        // 3.5 rounds up
-}
-
-TEST_CASE("sm+dma default share grows with the block size, from the measured points") {
-  CHECK(sm_dma_default_percent(0) == 13);
-  CHECK(sm_dma_default_percent(4096) == 13);
-  CHECK(sm_dma_default_percent(16384) == 25);
-  CHECK(sm_dma_default_percent(65536) == 43);
-  CHECK(sm_dma_default_percent(8192) == 19);  // halfway on the log scale
-  CHECK(sm_dma_default_percent(uint64_t{1} << 30) == 50);
-  unsigned previous = 0;
-  for (uint64_t bytes = 1024; bytes <= (uint64_t{8} << 20); bytes *= 2) {
-    CHECK(sm_dma_default_percent(bytes) >= previous);
-    previous = sm_dma_default_percent(bytes);
-  }
-}
-
-}  // namespace hugepin

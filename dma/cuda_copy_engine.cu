@@ -1,6 +1,5 @@
-// The CUDA copy engine: batched DMA, per-block DMA (a baseline), the SM kernels, and the SM
-// kernel with batched DMA beside it, on two low-priority streams, one per direction (and a helper
-// stream per direction for the DMA half of sm+dma).
+// The CUDA copy engine: batched DMA, per-block DMA (a baseline), and the SM kernels, on two
+// low-priority streams, one per direction.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -131,11 +130,6 @@ class CudaCopyEngine final : public CopyEngine {
     for (cudaStream_t& stream : streams_) {
       check_cuda(cudaStreamCreateWithPriority(&stream, cudaStreamNonBlocking, least), "creating a copy stream");
     }
-    for (size_t d = 0; d < helpers_.size(); ++d) {
-      check_cuda(cudaStreamCreateWithPriority(&helpers_[d], cudaStreamNonBlocking, least), "creating a copy stream");
-      check_cuda(cudaEventCreateWithFlags(&forks_[d], cudaEventDisableTiming), "creating an event");
-      check_cuda(cudaEventCreateWithFlags(&joins_[d], cudaEventDisableTiming), "creating an event");
-    }
     uint64_t largest = 0;
     for (const SegmentView& view : views_) largest = std::max(largest, view.block_bytes);
     bulk_stage_bytes_ = static_cast<uint32_t>(std::clamp<uint64_t>((largest + 15) / 16 * 16, 16, kBulkMaxStageBytes));
@@ -151,21 +145,12 @@ class CudaCopyEngine final : public CopyEngine {
       cudaStreamSynchronize(stream);
       cudaStreamDestroy(stream);
     }
-    for (size_t d = 0; d < helpers_.size(); ++d) {
-      if (helpers_[d] != nullptr) {
-        cudaStreamSynchronize(helpers_[d]);
-        cudaStreamDestroy(helpers_[d]);
-      }
-      if (forks_[d] != nullptr) cudaEventDestroy(forks_[d]);
-      if (joins_[d] != nullptr) cudaEventDestroy(joins_[d]);
-    }
   }
 
   std::unique_ptr<CopyCompletion> launch(Direction direction, std::span<const BlockPair> pairs,
                                          CopyBackend backend) override {
     if (backend == CopyBackend::kAuto) backend = auto_backend(direction);
-    const bool sm =
-        backend == CopyBackend::kSmLoadStore || backend == CopyBackend::kSmBulk || backend == CopyBackend::kSmDma;
+    const bool sm = backend == CopyBackend::kSmLoadStore || backend == CopyBackend::kSmBulk;
     if (backend == CopyBackend::kHost) throw Error("the CUDA copy engine has no host backend (use make_host_copy_engine)");
     check_copy_request(views_, pairs, direction, sm ? 16 : 1);
     check_cuda(cudaSetDevice(options_.device), cat("selecting GPU ", options_.device));
@@ -176,7 +161,6 @@ class CudaCopyEngine final : public CopyEngine {
         case CopyBackend::kDmaPerBlock: enqueue_dma(direction, pairs, stream, /*batched=*/false); break;
         case CopyBackend::kSmLoadStore:
         case CopyBackend::kSmBulk: enqueue_sm(direction, pairs, stream, backend); break;
-        case CopyBackend::kSmDma: enqueue_sm_dma(direction, pairs, stream); break;
         default: throw Error(cat("unknown copy backend ", static_cast<int>(backend)));
       }
     }
@@ -191,7 +175,6 @@ class CudaCopyEngine final : public CopyEngine {
 
   void synchronize() override {
     for (cudaStream_t stream : streams_) check_cuda(cudaStreamSynchronize(stream), "synchronizing copy streams");
-    for (cudaStream_t stream : helpers_) check_cuda(cudaStreamSynchronize(stream), "synchronizing copy streams");
   }
 
   CopyBackend auto_backend(Direction direction) const override {
@@ -262,37 +245,10 @@ class CudaCopyEngine final : public CopyEngine {
     slots.record_after(stream);
   }
 
-  // sm+dma: the first pairs go to the SM kernel on `stream`, the last to batched DMA on the
-  // direction's helper stream. The helper first waits for everything already on `stream` and
-  // `stream` then waits for the helper, so the launch is ordered with the launches before and
-  // after it exactly as a single-stream launch is.
-  void enqueue_sm_dma(Direction direction, std::span<const BlockPair> pairs, cudaStream_t stream) {
-    uint64_t largest = 0;
-    for (const SegmentView& view : views_) largest = std::max(largest, view.block_bytes);
-    const unsigned percent = options_.sm_dma_percent != 0 ? options_.sm_dma_percent : sm_dma_default_percent(largest);
-    const size_t dma_count = sm_dma_split(pairs.size(), percent);
-    if (dma_count == 0) {
-      enqueue_sm(direction, pairs, stream, CopyBackend::kSmLoadStore);
-      return;
-    }
-    const int d = static_cast<int>(direction);
-    check_cuda(cudaEventRecord(forks_[d], stream), "recording a fork event");
-    check_cuda(cudaStreamWaitEvent(helpers_[d], forks_[d], 0), "ordering the DMA half after earlier copies");
-    // The kernel first: submitting thousands of DMA copies takes the CPU a while, and the kernel
-    // should not wait for that.
-    enqueue_sm(direction, pairs.first(pairs.size() - dma_count), stream, CopyBackend::kSmLoadStore);
-    enqueue_dma(direction, pairs.last(dma_count), helpers_[d], /*batched=*/true);
-    check_cuda(cudaEventRecord(joins_[d], helpers_[d]), "recording a join event");
-    check_cuda(cudaStreamWaitEvent(stream, joins_[d], 0), "joining the DMA half");
-  }
-
   std::vector<SegmentView> views_;
   CopyEngineOptions options_;
   bool aligned_;
   std::array<cudaStream_t, 2> streams_{};
-  std::array<cudaStream_t, 2> helpers_{};
-  std::array<cudaEvent_t, 2> forks_{};
-  std::array<cudaEvent_t, 2> joins_{};
   std::array<MetadataSlots, 2> metadata_;
   uint32_t bulk_stage_bytes_ = 0;
   uint32_t bulk_pipelines_ = 0;

@@ -151,7 +151,7 @@ TEST_CASE("every backend moves exactly the right bytes at every block size") {
     std::vector<BlockPair> pairs = random_pairs(blocks, std::max<uint64_t>(blocks / 3, 1), seed);
     for (Direction direction : {Direction::kHostToDevice, Direction::kDeviceToHost}) {
       for (CopyBackend backend : {CopyBackend::kDmaBatch, CopyBackend::kDmaPerBlock, CopyBackend::kSmLoadStore,
-                                  CopyBackend::kSmBulk, CopyBackend::kSmDma, CopyBackend::kAuto}) {
+                                  CopyBackend::kSmBulk, CopyBackend::kAuto}) {
         check_copy(*engine, direction, backend, pairs, ++seed);
       }
     }
@@ -165,8 +165,7 @@ TEST_CASE("runs of consecutive blocks and single pairs") {
   for (uint64_t b = 0; b < 300; ++b) run.push_back({100 + b, 2000 + b});
   std::vector<BlockPair> one{{7, 3}};
   for (Direction direction : {Direction::kHostToDevice, Direction::kDeviceToHost}) {
-    for (CopyBackend backend :
-         {CopyBackend::kDmaBatch, CopyBackend::kSmLoadStore, CopyBackend::kSmBulk, CopyBackend::kSmDma}) {
+    for (CopyBackend backend : {CopyBackend::kDmaBatch, CopyBackend::kSmLoadStore, CopyBackend::kSmBulk}) {
       check_copy(*engine, direction, backend, run, 99);
       check_copy(*engine, direction, backend, one, 98);
     }
@@ -176,43 +175,6 @@ TEST_CASE("runs of consecutive blocks and single pairs") {
   CHECK(empty->done());
 }
 
-TEST_CASE("sm+dma launches stay in launch order: the later of two copies to the same blocks wins") {
-  Fixture& f = *g_fixture;
-  for (unsigned percent : {10u, 50u, 90u}) {
-    CAPTURE(percent);
-    CopyEngineOptions options = f.engine_options();
-    options.sm_dma_percent = percent;
-    auto engine = make_cuda_copy_engine(f.views(4 * kKiB), options);
-    const uint64_t blocks = engine->views()[0].device_blocks;
-    std::vector<std::byte> source(kRegionBytes);
-    fill_random(source, 1000 + percent);
-    std::memcpy(f.host(), source.data(), kRegionBytes);
-    // Every destination block is written twice: from source block b, then from block b + 1.
-    // Within each launch the split puts a destination in the SM half in one launch and in the
-    // DMA half in the other, so without ordering the first launch's DMA could land last.
-    std::vector<BlockPair> first;
-    std::vector<BlockPair> second;
-    const uint64_t count = blocks / 2;
-    for (uint64_t b = 0; b < count; ++b) first.push_back({b, b});
-    for (uint64_t b = 0; b < count; ++b) second.push_back({count - b, count - 1 - b});
-    auto a = engine->launch(Direction::kHostToDevice, first, CopyBackend::kSmDma);
-    auto c = engine->launch(Direction::kHostToDevice, second, CopyBackend::kSmDma);
-    c->wait();
-    CHECK(a->done());  // completions of one direction finish in launch order
-    std::vector<std::byte> device(kRegionBytes);
-    cuda_ok(cudaMemcpy(device.data(), f.device, kRegionBytes, cudaMemcpyDeviceToHost), "read device");
-    const SegmentView& view = engine->views()[0];
-    const uint64_t offset = reinterpret_cast<uintptr_t>(view.host_base) - reinterpret_cast<uintptr_t>(f.host());
-    const uint64_t device_offset = view.device_base - reinterpret_cast<uintptr_t>(f.device);
-    bool later_won = true;
-    for (uint64_t b = 0; b < count; ++b) {
-      later_won &= std::memcmp(device.data() + device_offset + b * view.device_block_stride,
-                               source.data() + offset + (b + 1) * view.host_block_stride, view.block_bytes) == 0;
-    }
-    CHECK(later_won);
-  }
-}
-
 TEST_CASE("unaligned blocks: the SM kernels refuse them, auto moves them by DMA") {
   Fixture& f = *g_fixture;
   std::vector<SegmentView> views = f.views(4 * kKiB);
@@ -220,8 +182,6 @@ TEST_CASE("unaligned blocks: the SM kernels refuse them, auto moves them by DMA"
   auto engine = make_cuda_copy_engine(views, f.engine_options());
   std::vector<BlockPair> pairs = random_pairs(engine->views()[0].device_blocks, 500, 5);
   CHECK_THROWS_WITH_AS(engine->launch(Direction::kHostToDevice, pairs, CopyBackend::kSmLoadStore),
-                       doctest::Contains("is not a multiple of 16 bytes"), Error);
-  CHECK_THROWS_WITH_AS(engine->launch(Direction::kHostToDevice, pairs, CopyBackend::kSmDma),
                        doctest::Contains("is not a multiple of 16 bytes"), Error);
   CHECK(engine->auto_backend(Direction::kHostToDevice) == CopyBackend::kDmaBatch);
   check_copy(*engine, Direction::kHostToDevice, CopyBackend::kAuto, pairs, 6);

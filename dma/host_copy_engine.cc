@@ -62,7 +62,6 @@ std::string_view backend_name(CopyBackend backend) {
     case CopyBackend::kDmaPerBlock: return "dma-per-block";
     case CopyBackend::kSmLoadStore: return "sm";
     case CopyBackend::kSmBulk: return "sm-bulk";
-    case CopyBackend::kSmDma: return "sm+dma";
     case CopyBackend::kHost: return "host";
   }
   return "?";
@@ -70,11 +69,10 @@ std::string_view backend_name(CopyBackend backend) {
 
 CopyBackend parse_backend(std::string_view text) {
   for (CopyBackend backend : {CopyBackend::kAuto, CopyBackend::kDmaBatch, CopyBackend::kDmaPerBlock,
-                              CopyBackend::kSmLoadStore, CopyBackend::kSmBulk, CopyBackend::kSmDma,
-                              CopyBackend::kHost}) {
+                              CopyBackend::kSmLoadStore, CopyBackend::kSmBulk, CopyBackend::kHost}) {
     if (backend_name(backend) == text) return backend;
   }
-  throw Error(cat("unknown copy backend '", text, "' (auto, dma-batch, dma-per-block, sm, sm-bulk, sm+dma, host)"));
+  throw Error(cat("unknown copy backend '", text, "' (auto, dma-batch, dma-per-block, sm, sm-bulk, host)"));
 }
 
 std::unique_ptr<CopyEngine> make_host_copy_engine(std::vector<SegmentView> views, const CopyEngineOptions& options) {
