@@ -17,6 +17,7 @@ struct GpuCopyOptions {
   uint64_t bytes = uint64_t{1} << 30;  // moved per run and direction
   unsigned repeat = 5;
   unsigned sm_blocks = 4;
+  uint64_t sm_slice_bytes = 0;         // CopyEngineOptions::sm_slice_bytes
   int device = 0;
   uint64_t page_size = 0;              // host region: 0 best available
   std::string hugetlbfs_dir;

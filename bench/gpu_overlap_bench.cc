@@ -129,6 +129,7 @@ std::vector<OverlapRow> run_overlap_bench(const OverlapOptions& options,
   CopyEngineOptions engine_options;
   engine_options.device = options.device;
   engine_options.sm_blocks = options.sm_blocks;
+  engine_options.sm_slice_bytes = options.sm_slice_bytes;
   engine_options.host_split_base = reinterpret_cast<uintptr_t>(pinned.host());
   engine_options.host_split_bytes = pinned.chunk_bytes();
   auto loads = make_cuda_copy_engine({loads_view}, engine_options);

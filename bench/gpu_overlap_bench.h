@@ -19,6 +19,7 @@ struct OverlapOptions {
   unsigned matmuls_per_sample = 40;
   unsigned repeat = 5;
   unsigned sm_blocks = 4;
+  uint64_t sm_slice_bytes = 0;                 // CopyEngineOptions::sm_slice_bytes
   int device = 0;
   uint64_t page_size = 0;
   std::string hugetlbfs_dir;

@@ -174,6 +174,7 @@ void add_gpu_bench_commands(CLI::App& bench, Context& context) {
     std::string bytes = "1G";
     unsigned repeat = 5;
     unsigned sm_blocks = 4;
+    std::string sm_slice = "0";
     int device = 0;
     std::string page_size = "auto";
     std::string dir;
@@ -185,6 +186,8 @@ void add_gpu_bench_commands(CLI::App& bench, Context& context) {
   copy->add_option("--bytes", copy_args->bytes, "Bytes per run and direction")->check(size_validator());
   copy->add_option("--repeat", copy_args->repeat, "Runs per row")->check(CLI::Range(1, 100));
   copy->add_option("--sm-blocks", copy_args->sm_blocks, "Thread blocks of the SM kernels")->check(CLI::Range(1, 1024));
+  copy->add_option("--sm-slice", copy_args->sm_slice, "Most bytes per SM kernel (0: one kernel per launch)")
+      ->check(size_validator());
   copy->add_option("--device", copy_args->device, "GPU to copy to and from")->check(CLI::Range(0, 63));
   copy->add_option("--pagesize", copy_args->page_size, "Host region page size")->check(page_size_validator(true));
   copy->add_option("--dir", copy_args->dir, "hugetlbfs mount to use");
@@ -197,6 +200,7 @@ void add_gpu_bench_commands(CLI::App& bench, Context& context) {
       options.bytes = size_value(copy_args->bytes);
       options.repeat = copy_args->repeat;
       options.sm_blocks = copy_args->sm_blocks;
+      options.sm_slice_bytes = size_value(copy_args->sm_slice);
       options.device = copy_args->device;
       options.page_size = page_size_value(copy_args->page_size);
       options.hugetlbfs_dir = copy_args->dir;
@@ -216,6 +220,7 @@ void add_gpu_bench_commands(CLI::App& bench, Context& context) {
     unsigned size = 8192;
     unsigned repeat = 5;
     unsigned sm_blocks = 4;
+    std::string sm_slice = "0";
     std::string page_size = "auto";
     bool json = false;
   };
@@ -226,6 +231,8 @@ void add_gpu_bench_commands(CLI::App& bench, Context& context) {
   overlap->add_option("--matmul", overlap_args->size, "M = N = K of the matmuls")->check(CLI::Range(256, 32768));
   overlap->add_option("--repeat", overlap_args->repeat, "Samples per row")->check(CLI::Range(1, 100));
   overlap->add_option("--sm-blocks", overlap_args->sm_blocks, "Thread blocks of the SM kernels")->check(CLI::Range(1, 1024));
+  overlap->add_option("--sm-slice", overlap_args->sm_slice, "Most bytes per SM kernel (0: one kernel per launch)")
+      ->check(size_validator());
   overlap->add_option("--pagesize", overlap_args->page_size, "Host region page size")->check(page_size_validator(true));
   overlap->add_flag("--json", overlap_args->json, "Print JSON");
   overlap->callback([&context, overlap_args] {
@@ -237,6 +244,7 @@ void add_gpu_bench_commands(CLI::App& bench, Context& context) {
       options.matmul_size = overlap_args->size;
       options.repeat = overlap_args->repeat;
       options.sm_blocks = overlap_args->sm_blocks;
+      options.sm_slice_bytes = size_value(overlap_args->sm_slice);
       options.page_size = page_size_value(overlap_args->page_size);
       return run_overlap(options, overlap_args->json);
 #else

@@ -41,6 +41,13 @@ struct CopyEngineOptions {
   uint64_t auto_sm_below_d2h = 1 << 20;
   // Which SM kernel kAuto uses.
   CopyBackend auto_sm_kernel = CopyBackend::kSmLoadStore;
+  // SM kernels: at most this many bytes per kernel, a launch being cut into several kernels;
+  // 0: one kernel per launch. An SM that a copy kernel holds returns to compute only when the
+  // kernel ends, and a GEMM that sizes its grid to every SM waits for it: on the H200, copies of
+  // 16 KiB blocks by one kernel per 512 MiB slowed a bf16 GEMM loop by 35%; 1 MiB kernels by
+  // 0.6%, but they move 4 KiB blocks at 38 GB/s instead of 47 when the GPU is otherwise idle
+  // (README, Performance). The default favours copy rate; set this where copies overlap compute.
+  uint64_t sm_slice_bytes = 0;
   // Host spans never cross a multiple of this many bytes from host_split_base. Set them from the
   // PinnedRegion (its host() and chunk_bytes()) when the host memory was pinned in chunks: the
   // DMA backends refuse a span that crosses two registrations (cudaErrorInvalidValue, measured

@@ -234,14 +234,22 @@ class CudaCopyEngine final : public CopyEngine {
     MetadataSlots& slots = metadata_[static_cast<int>(direction)];
     auto [views, device_pairs] = slots.upload(unit_views, pairs, stream);
     const unsigned blocks = std::max(1u, options_.sm_blocks);
-    if (bulk) {
-      const size_t shared = static_cast<size_t>(bulk_pipelines_) * detail::kBulkStages * bulk_stage_bytes_;
-      detail::sm_bulk_kernel<<<blocks, 32 * bulk_pipelines_, shared, stream>>>(layout, views, device_pairs,
-                                                                              bulk_stage_bytes_);
-    } else {
-      detail::sm_load_store_kernel<<<blocks, 1024, 0, stream>>>(layout, views, device_pairs);
+    uint64_t pair_bytes = 0;
+    for (const SegmentView& view : views_) pair_bytes += view.block_bytes;
+    const uint64_t per_kernel = options_.sm_slice_bytes == 0
+                                    ? pairs.size()
+                                    : std::max<uint64_t>(1, options_.sm_slice_bytes / std::max<uint64_t>(pair_bytes, 1));
+    for (uint64_t first = 0; first < pairs.size(); first += per_kernel) {
+      layout.pair_count = std::min<uint64_t>(per_kernel, pairs.size() - first);
+      if (bulk) {
+        const size_t shared = static_cast<size_t>(bulk_pipelines_) * detail::kBulkStages * bulk_stage_bytes_;
+        detail::sm_bulk_kernel<<<blocks, 32 * bulk_pipelines_, shared, stream>>>(layout, views, device_pairs + first,
+                                                                                bulk_stage_bytes_);
+      } else {
+        detail::sm_load_store_kernel<<<blocks, 1024, 0, stream>>>(layout, views, device_pairs + first);
+      }
+      check_cuda(cudaGetLastError(), cat("launching the ", backend_name(backend), " copy kernel"));
     }
-    check_cuda(cudaGetLastError(), cat("launching the ", backend_name(backend), " copy kernel"));
     slots.record_after(stream);
   }
 

@@ -175,6 +175,25 @@ TEST_CASE("runs of consecutive blocks and single pairs") {
   CHECK(empty->done());
 }
 
+TEST_CASE("SM kernels cut into several kernels per launch move the same bytes") {
+  Fixture& f = *g_fixture;
+  uint64_t seed = 500;
+  for (uint64_t slice : {uint64_t{1}, 64 * kKiB, 1 * kMiB}) {  // 1: one pair per kernel
+    CAPTURE(slice);
+    CopyEngineOptions options = f.engine_options();
+    options.sm_slice_bytes = slice;
+    for (uint64_t block : {4 * kKiB, 64 * kKiB + 16}) {
+      auto engine = make_cuda_copy_engine(f.views(block), options);
+      std::vector<BlockPair> pairs = random_pairs(engine->views()[0].device_blocks, 300, seed);
+      for (Direction direction : {Direction::kHostToDevice, Direction::kDeviceToHost}) {
+        for (CopyBackend backend : {CopyBackend::kSmLoadStore, CopyBackend::kSmBulk}) {
+          check_copy(*engine, direction, backend, pairs, ++seed);
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("unaligned blocks: the SM kernels refuse them, auto moves them by DMA") {
   Fixture& f = *g_fixture;
   std::vector<SegmentView> views = f.views(4 * kKiB);
