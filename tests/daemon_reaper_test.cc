@@ -71,8 +71,14 @@ TEST_CASE("a worker killed while attached is marked dead by the reaper, and its 
   pid_t worker = start_worker(arena, 1);
   CHECK(rank_state(arena, 1) == static_cast<uint8_t>(RankState::kAttached));
   kill_worker(worker);
-  CHECK(test::TestDaemon::wait_until([&] { return rank_state(arena, 1) == static_cast<uint8_t>(RankState::kDead); }));
-  CHECK(d.log().find(cat("arena '", arena, "' rank 1: worker pid ", worker, " is gone: marked dead")) != std::string::npos);
+  // The state is written first, then the log line and the count: wait for the last of them.
+  const std::string marked = cat("arena '", arena, "' rank 1: worker pid ", worker, " is gone: marked dead");
+  CHECK(test::TestDaemon::wait_until([&] {
+    return rank_state(arena, 1) == static_cast<uint8_t>(RankState::kDead) && d.log().find(marked) != std::string::npos &&
+           d.ask("status")["reaper"]["ranks_marked_dead"] == 1;
+  }));
+  CHECK(rank_state(arena, 1) == static_cast<uint8_t>(RankState::kDead));
+  CHECK(d.log().find(marked) != std::string::npos);
   CHECK(d.ask("status")["reaper"]["ranks_marked_dead"] == 1);
   CHECK(rank_state(arena, 0) == static_cast<uint8_t>(RankState::kCreated));  // the other rank is untouched
 
@@ -96,11 +102,18 @@ TEST_CASE("an arena without owner past the retention is destroyed; one with a li
   // arena is older than the retention too, but it had a live worker all along and must remain.
   REQUIRE(d.create("orphan")["ok"] == true);
   const std::string orphan = d.arena("orphan");
-  CHECK(test::TestDaemon::wait_until([&] { return !exists(control_segment_path(orphan)); }));
+  // The reaper removes the segment, then the region files, then logs: wait for all three, since a
+  // test that looks right after the first can see the others still under way.
+  const std::string expired_line = cat("arena '", orphan, "' had no live worker, scheduler or creator for ");
+  CHECK(test::TestDaemon::wait_until([&] {
+    return !exists(control_segment_path(orphan)) && !exists(arena_data_dir(d.dir(), orphan)) &&
+           d.log().find(expired_line) != std::string::npos;
+  }));
+  CHECK_FALSE(exists(control_segment_path(orphan)));
   CHECK_FALSE(exists(arena_data_dir(d.dir(), orphan)));
   CHECK(exists(control_segment_path(owned)));
-  CHECK(d.log().find(cat("arena '", orphan, "' had no live worker, scheduler or creator for ")) != std::string::npos);
-  CHECK(d.ask("status")["reaper"]["arenas_expired"] == 1);
+  CHECK(d.log().find(expired_line) != std::string::npos);
+  CHECK(test::TestDaemon::wait_until([&] { return d.ask("status")["reaper"]["arenas_expired"] == 1; }));
 
   // Its worker gone, the owned arena expires too.
   kill_worker(worker);
@@ -146,9 +159,14 @@ TEST_CASE("stale files are listed by the daemon and by hugepin arena list --stal
   // Configured to remove them: a reload, and they go.
   d.write_config("remove_stale = yes\n");
   kill(d.pid(), SIGHUP);
-  CHECK(test::TestDaemon::wait_until([&] { return !exists(arena_data_dir(d.dir(), data_only)); }));
-  CHECK(test::TestDaemon::wait_until([&] { return !exists(control_segment_path(segment_only)); }));
-  CHECK(d.log().find(cat("removed stale arena '", data_only, "' (data-without-segment, 2 region files")) != std::string::npos);
+  const std::string removed = cat("removed stale arena '", data_only, "' (data-without-segment, 2 region files");
+  CHECK(test::TestDaemon::wait_until([&] {
+    return !exists(arena_data_dir(d.dir(), data_only)) && !exists(control_segment_path(segment_only)) &&
+           d.log().find(removed) != std::string::npos && d.ask("status")["reaper"]["stale_removed"] == 2;
+  }));
+  CHECK_FALSE(exists(arena_data_dir(d.dir(), data_only)));
+  CHECK_FALSE(exists(control_segment_path(segment_only)));
+  CHECK(d.log().find(removed) != std::string::npos);
   CHECK(d.ask("status")["reaper"]["stale_removed"] == 2);
   CHECK(d.stop() == 0);
 }
