@@ -324,7 +324,7 @@ TEST_CASE("hugepin shim list shows a running process's allocations; stale and co
   test::CommandResult inspect = test::run_command(cat("env HUGEPIN_SHM_DIR=", env.shm_dir(), " ", HUGEPIN_CLI_PATH,
                                                       " inspect --json"));
   REQUIRE_MESSAGE(inspect.status == 0, inspect.out);
-  const nlohmann::json seen = nlohmann::json::parse(inspect.out);
+  nlohmann::json seen = nlohmann::json::parse(inspect.out);  // not const: operator[] on a missing key must not be UB
   bool found = false;
   for (const auto& process : seen["shim"]) {
     if (process["pid"] != holder.pid()) continue;
