@@ -8,22 +8,13 @@
 #include <optional>
 
 #include "base/error.h"
+#include "base/file_status.h"
 #include "base/log.h"
 #include "ipc/arena_control.h"
 #include "ipc/control_segment.h"
 
 namespace hugepin::daemon {
 namespace {
-
-std::optional<struct stat> stat_path(Os& os, const std::string& path) {
-  int fd = os.open(path, O_PATH | O_NOFOLLOW, 0);
-  if (fd < 0) return std::nullopt;
-  struct stat st {};
-  int rc = os.fstat(fd, &st);
-  os.close(fd);
-  if (rc < 0) return std::nullopt;
-  return st;
-}
 
 int64_t realtime_now_ns() {
   timespec now{};
@@ -33,7 +24,7 @@ int64_t realtime_now_ns() {
 
 // Fills the segment file's owner, mode and age; false when it is gone.
 bool stat_segment(Os& os, std::string_view name, ArenaCheck& check) {
-  std::optional<struct stat> st = stat_path(os, control_segment_path(name));
+  std::optional<struct stat> st = stat_no_follow(os, control_segment_path(name));
   if (!st) return false;
   check.owner_uid = st->st_uid;
   check.group_gid = st->st_gid;
@@ -53,7 +44,7 @@ std::string check_region_files(Os& os, const ControlSegment& segment, ArenaCheck
     const uint64_t recorded = view.regions[rank].bytes;
     check.recorded_paths.push_back(path);
     check.bytes += recorded;
-    std::optional<struct stat> st = stat_path(os, path);
+    std::optional<struct stat> st = stat_no_follow(os, path);
     if (!st) {
       if (problem.empty()) problem = cat("rank ", rank, "'s region file ", path, " is missing");
       continue;

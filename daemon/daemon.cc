@@ -17,6 +17,7 @@
 
 #include "base/duration.h"
 #include "base/error.h"
+#include "base/file_status.h"
 #include "base/log.h"
 #include "base/size.h"
 #include "daemon/adopt.h"
@@ -452,12 +453,7 @@ std::optional<uid_t> Daemon::arena_owner(const std::string& name) {
   std::vector<std::string> candidates{control_segment_path(name)};
   for (const std::string& root : arena_data_roots(os_, config_.arena)) candidates.push_back(arena_data_dir(root, name));
   for (const std::string& path : candidates) {
-    int fd = os_.open(path, O_PATH | O_NOFOLLOW, 0);
-    if (fd < 0) continue;
-    struct stat st {};
-    int rc = os_.fstat(fd, &st);
-    os_.close(fd);
-    if (rc == 0) return st.st_uid;
+    if (std::optional<struct stat> st = stat_no_follow(os_, path)) return st->st_uid;
   }
   return std::nullopt;
 }

@@ -7,6 +7,7 @@
 #include <ctime>
 
 #include "base/error.h"
+#include "base/file_status.h"
 #include "hugemem/arena.h"
 #include "hugemem/naming.h"
 #include "ipc/control_segment.h"
@@ -27,12 +28,8 @@ std::string utc_stamp(int64_t realtime_ns) {
 }
 
 bool is_dir(Os& os, const std::string& path) {
-  int fd = os.open(path, O_PATH | O_NOFOLLOW, 0);
-  if (fd < 0) return false;
-  struct stat st {};
-  int rc = os.fstat(fd, &st);
-  os.close(fd);
-  return rc == 0 && S_ISDIR(st.st_mode);
+  std::optional<struct stat> st = stat_no_follow(os, path);
+  return st && S_ISDIR(st->st_mode);
 }
 
 std::string parent_dir(const std::string& path) {

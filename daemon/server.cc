@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "base/error.h"
+#include "base/file_status.h"
 #include "base/log.h"
 #include "daemon/protocol.h"
 
@@ -30,13 +31,9 @@ std::string parent_dir(const std::string& path) {
 }
 
 std::optional<ino_t> inode_of(Os& os, const std::string& path) {
-  int fd = os.open(path, O_PATH | O_NOFOLLOW, 0);
-  if (fd < 0) return std::nullopt;
-  struct stat st {};
-  int rc = os.fstat(fd, &st);
-  os.close(fd);
-  if (rc < 0) return std::nullopt;
-  return st.st_ino;
+  std::optional<struct stat> st = stat_no_follow(os, path);
+  if (!st) return std::nullopt;
+  return st->st_ino;
 }
 
 // Takes the lock file of `path`, writing this process's pid into it.

@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "base/error.h"
+#include "base/file_status.h"
 #include "hugemem/arena.h"
 #include "hugemem/naming.h"
 #include "ipc/control_segment.h"
@@ -24,16 +25,6 @@ int64_t realtime_ns() {
 
 int64_t ctime_ns(const struct stat& st) {
   return static_cast<int64_t>(st.st_ctim.tv_sec) * 1'000'000'000 + st.st_ctim.tv_nsec;
-}
-
-std::optional<struct stat> stat_path(Os& os, const std::string& path) {
-  int fd = os.open(path, O_PATH | O_NOFOLLOW, 0);
-  if (fd < 0) return std::nullopt;
-  struct stat st {};
-  int rc = os.fstat(fd, &st);
-  os.close(fd);
-  if (rc < 0) return std::nullopt;
-  return st;
 }
 
 // True when another process holds a lock on `path` (the shim locks the region it maps).
@@ -58,7 +49,7 @@ std::optional<StaleArena> data_without_segment(Os& os, const std::string& arena,
   stale.kind = StaleKind::kDataWithoutSegment;
   for (const std::string& root : roots) {
     const std::string dir = arena_data_dir(root, arena);
-    std::optional<struct stat> dir_stat = stat_path(os, dir);
+    std::optional<struct stat> dir_stat = stat_no_follow(os, dir);
     if (!dir_stat || !S_ISDIR(dir_stat->st_mode)) continue;
     note_change(stale, *dir_stat, stale.paths.empty());
     stale.paths.push_back(dir);
@@ -67,7 +58,7 @@ std::optional<StaleArena> data_without_segment(Os& os, const std::string& arena,
     for (const std::string& file : files) {
       if (!parse_region_file_name(file)) continue;
       const std::string path = cat(dir, "/", file);
-      std::optional<struct stat> st = stat_path(os, path);
+      std::optional<struct stat> st = stat_no_follow(os, path);
       if (!st) continue;
       ++stale.region_files;
       stale.bytes += static_cast<uint64_t>(st->st_size);
@@ -88,9 +79,9 @@ std::optional<StaleArena> segment_without_data(Os& os, const std::string& arena)
     return std::nullopt;  // unreadable or corrupt: not ours to call stale
   }
   for (std::string_view path : segment->view().backing_paths) {
-    if (stat_path(os, std::string(path))) return std::nullopt;
+    if (stat_no_follow(os, std::string(path))) return std::nullopt;
   }
-  std::optional<struct stat> st = stat_path(os, segment->path());
+  std::optional<struct stat> st = stat_no_follow(os, segment->path());
   if (!st) return std::nullopt;
   StaleArena stale;
   stale.arena = arena;
@@ -125,7 +116,7 @@ std::vector<std::string> candidate_names(Os& os, const std::vector<std::string>&
 std::optional<StaleArena> stale_arena(Os& os, const std::string& arena, const std::vector<std::string>& roots,
                                       int64_t now_ns) {
   std::optional<StaleArena> stale;
-  if (stat_path(os, control_segment_path(arena))) {
+  if (stat_no_follow(os, control_segment_path(arena))) {
     // A segment with data anywhere under the roots is an arena (or an inconsistent one), not stale.
     if (!data_without_segment(os, arena, roots)) stale = segment_without_data(os, arena);
   } else {
