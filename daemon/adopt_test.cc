@@ -176,3 +176,43 @@ TEST_CASE("an arena the process may not write is inaccessible, and left alone") 
 }
 
 }  // namespace hugepin::daemon
+
+namespace hugepin::daemon {
+
+TEST_CASE("quarantine of an arena whose data lives under /dev/shm itself keeps both segment and data") {
+  // With /dev/shm as the data root, the data's quarantine place is the index entry itself: the
+  // data must go inside it, not fail beside it (it was left behind, looking stale).
+  const std::string name = cat("t", getpid(), "-qshm");
+  const std::string dir = arena_data_dir("/dev/shm", name);
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/rank-0") << "kv";
+  std::ofstream(control_segment_path(name)) << "not a segment";
+  QuarantineEntry entry = quarantine_arena(real_os(), name, "test", {dir}, 1'700'000'000LL * 1'000'000'000);
+  CHECK(entry.moved.size() == 2);
+  CHECK_FALSE(std::filesystem::exists(dir));
+  CHECK_FALSE(std::filesystem::exists(control_segment_path(name)));
+  CHECK(read_text(entry.path + "/data/rank-0") == "kv");
+  CHECK(read_text(entry.path + "/control-segment") == "not a segment");
+  std::filesystem::remove_all(entry.path);
+}
+
+TEST_CASE("a quarantine that can move only part of an arena puts it back and fails") {
+  const std::string name = cat("t", getpid(), "-qpart");
+  test::TempDir root("/tmp");
+  const std::string dir = arena_data_dir(root.path(), name);
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/rank-0") << "kv";
+  std::ofstream(control_segment_path(name)) << "segment";
+  // The data's place in quarantine is taken (and not empty): its rename fails.
+  const int64_t when = 1'700'000'000LL * 1'000'000'000;
+  const std::string taken = cat(root.path(), "/hugepin/.quarantine/", name, ".20231114T221320Z");
+  std::filesystem::create_directories(taken + "/x");
+  CHECK_THROWS_WITH_AS(quarantine_arena(real_os(), name, "test", {dir}, when), doctest::Contains("left as it was"),
+                       Error);
+  CHECK(read_text(control_segment_path(name)) == "segment");  // moved back
+  CHECK(read_text(dir + "/rank-0") == "kv");
+  CHECK(list_quarantine(real_os(), name).empty());
+  std::filesystem::remove(control_segment_path(name));
+}
+
+}  // namespace hugepin::daemon

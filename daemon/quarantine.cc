@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <ctime>
+#include <utility>
 
 #include "base/error.h"
 #include "base/file_status.h"
@@ -14,6 +15,9 @@
 
 namespace hugepin::daemon {
 namespace {
+
+// The entry subdirectory for data that lived under /dev/shm itself (see quarantine_arena).
+constexpr std::string_view kDataSubdir = "data";
 
 constexpr std::string_view kReasonFile = "reason";
 constexpr std::string_view kSegmentFile = "control-segment";
@@ -101,16 +105,21 @@ QuarantineEntry quarantine_arena(Os& os, std::string_view arena, std::string_vie
   if (int rc = os.mkdir(entry.path, 0700); rc < 0) throw_errno(cat("cannot create ", entry.path), -rc);
 
   std::vector<std::string> failures;
+  std::vector<std::pair<std::string, std::string>> renamed;  // (from, to), to undo a partial move
   const std::string segment = control_segment_path(arena);
   const std::string segment_to = cat(entry.path, "/", kSegmentFile);
   if (int rc = os.rename(segment, segment_to); rc == 0) {
     entry.moved.push_back(cat(segment, " -> ", segment_to));
+    renamed.emplace_back(segment, segment_to);
   } else if (rc != -ENOENT) {
     failures.push_back(cat(segment, ": ", errno_text(-rc)));
   }
   for (const std::string& dir : data_dirs) {
-    // <root>/hugepin/<arena> -> <root>/hugepin/.quarantine/<entry>: the same file system.
-    const std::string to = cat(parent_dir(dir), "/", kQuarantineDirName, "/", entry.name);
+    // <root>/hugepin/<arena> -> <root>/hugepin/.quarantine/<entry>: the same file system. When the
+    // root is /dev/shm itself (4 KiB regions), that is the index entry, which already holds the
+    // segment: the data goes in it, as data/.
+    std::string to = cat(parent_dir(dir), "/", kQuarantineDirName, "/", entry.name);
+    if (to == entry.path) to = cat(entry.path, "/", kDataSubdir);
     try {
       make_dirs(os, cat(parent_dir(dir), "/", kQuarantineDirName));
     } catch (const Error& error) {
@@ -119,9 +128,17 @@ QuarantineEntry quarantine_arena(Os& os, std::string_view arena, std::string_vie
     }
     if (int rc = os.rename(dir, to); rc == 0) {
       entry.moved.push_back(cat(dir, " -> ", to));
+      renamed.emplace_back(dir, to);
     } else if (rc != -ENOENT) {
       failures.push_back(cat(dir, ": ", errno_text(-rc)));
     }
+  }
+  if (!failures.empty() && !renamed.empty()) {
+    // Part of the arena moved, part did not. Data left without its segment would look stale and
+    // could be removed by the reaper: put back what moved, and leave the arena as it was.
+    for (auto it = renamed.rbegin(); it != renamed.rend(); ++it) os.rename(it->second, it->first);
+    os.rmdir(entry.path);
+    throw Error(cat("could not quarantine arena '", arena, "' (left as it was): ", failures.front()));
   }
   if (entry.moved.empty()) {
     os.rmdir(entry.path);  // an entry that holds nothing would only mislead
