@@ -18,6 +18,13 @@ namespace hugepin::daemon {
 namespace {
 
 constexpr size_t kReadChunk = 16 * 1024;
+// Reads per connection per wake-up: one busy client cannot hold the loop.
+constexpr int kReadChunksPerWake = 4;
+// A client that does not read its replies is neither read from nor served while this many
+// bytes of replies wait for it: its requests cannot grow the daemon's memory without bound.
+constexpr size_t kReplyBacklogBytes = 64 * 1024;
+
+bool backlogged(const std::string& out) { return out.size() >= kReplyBacklogBytes; }
 constexpr int kBacklog = 4096;
 // How many connections one poll round accepts before serving the others.
 constexpr int kAcceptsPerRound = 64;
@@ -140,7 +147,9 @@ void RequestServer::add_poll_fds(std::vector<pollfd>* fds) {
   }
   for (const auto& [id, connection] : connections_) {
     short events = 0;
-    if (!connection.waiting && !connection.close_after_write && !connection.end_of_input) events |= POLLIN;
+    if (!connection.waiting && !connection.close_after_write && !connection.end_of_input && !backlogged(connection.out)) {
+      events |= POLLIN;
+    }
     if (!connection.out.empty()) events |= POLLOUT;
     fds->push_back({connection.fd.get(), events, 0});
     polled_.push_back(id);
@@ -152,8 +161,9 @@ int64_t RequestServer::next_deadline() const {
   if (listener_ && accept_paused_until_ns_ != 0) deadline = accept_paused_until_ns_;
   for (const auto& [id, connection] : connections_) {
     if (connection.waiting) continue;
-    if (connection.in.find('\n') != std::string::npos) return 0;  // lines to serve now
+    if (!backlogged(connection.out) && connection.in.find('\n') != std::string::npos) return 0;  // lines to serve now
     deadline = std::min(deadline, connection.last_activity_ns + limits_.idle_timeout_ns);
+    if (!connection.in.empty()) deadline = std::min(deadline, connection.line_started_ns + limits_.idle_timeout_ns);
   }
   return deadline;
 }
@@ -180,7 +190,7 @@ void RequestServer::handle_events(std::span<const pollfd> polled, int64_t now_ns
   for (auto it = connections_.begin(); it != connections_.end();) {
     // Lines that arrived while a deferred reply was pending are served once it has gone out.
     if (!it->second.gone && !it->second.waiting && it->second.in.find('\n') != std::string::npos) {
-      serve_lines(it->first, it->second, handler);
+      serve_lines(it->first, it->second, handler, now_ns);
     }
     if (!it->second.gone && !it->second.out.empty() && !write_to(it->second, now_ns)) it->second.gone = true;
     it = finished(it->second, now_ns) ? connections_.erase(it) : std::next(it);
@@ -231,9 +241,9 @@ void RequestServer::accept_all(int64_t now_ns, RequestHandler& handler) {
 }
 
 void RequestServer::read_from(ConnectionId id, Connection& connection, int64_t now_ns, RequestHandler& handler) {
-  if (connection.waiting || connection.close_after_write || connection.end_of_input) return;
+  if (connection.waiting || connection.close_after_write || connection.end_of_input || backlogged(connection.out)) return;
   char buffer[kReadChunk];
-  for (;;) {
+  for (int chunk = 0; chunk < kReadChunksPerWake; ++chunk) {
     ssize_t n = os_->read(connection.fd.get(), buffer, sizeof buffer);
     if (n == -EINTR) continue;
     if (n == -EAGAIN || n == -EWOULDBLOCK) break;
@@ -242,16 +252,17 @@ void RequestServer::read_from(ConnectionId id, Connection& connection, int64_t n
       break;
     }
     connection.last_activity_ns = now_ns;
+    if (connection.in.empty()) connection.line_started_ns = now_ns;
     connection.in.append(buffer, static_cast<size_t>(n));
     // Serve complete lines before reading more: one client cannot make the buffer grow unbounded.
-    serve_lines(id, connection, handler);
-    if (connection.waiting || connection.close_after_write) return;
+    serve_lines(id, connection, handler, now_ns);
+    if (connection.waiting || connection.close_after_write || backlogged(connection.out)) return;
   }
-  serve_lines(id, connection, handler);
+  serve_lines(id, connection, handler, now_ns);
 }
 
-void RequestServer::serve_lines(ConnectionId id, Connection& connection, RequestHandler& handler) {
-  while (!connection.waiting && !connection.close_after_write) {
+void RequestServer::serve_lines(ConnectionId id, Connection& connection, RequestHandler& handler, int64_t now_ns) {
+  while (!connection.waiting && !connection.close_after_write && !backlogged(connection.out)) {
     const size_t newline = connection.in.find('\n');
     const size_t length = newline == std::string::npos ? connection.in.size() : newline;
     if (length > limits_.max_request_bytes) {
@@ -266,6 +277,7 @@ void RequestServer::serve_lines(ConnectionId id, Connection& connection, Request
     if (newline == std::string::npos) return;
     std::string line = connection.in.substr(0, newline);
     connection.in.erase(0, newline + 1);
+    connection.line_started_ns = now_ns;  // what is left began no earlier than this
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.empty()) continue;
     std::optional<std::string> answer = handler.handle(id, connection.peer, line);
@@ -294,6 +306,12 @@ bool RequestServer::finished(const Connection& connection, int64_t now_ns) const
   if (connection.waiting) return false;
   if (!connection.out.empty()) return now_ns - connection.last_activity_ns > limits_.idle_timeout_ns;
   if (connection.close_after_write || connection.end_of_input) return true;
+  // A request trickled in a byte at a time keeps the connection active but never completes:
+  // the timeout runs from the first byte of the unfinished line.
+  if (!connection.in.empty() && connection.in.find('\n') == std::string::npos &&
+      now_ns - connection.line_started_ns > limits_.idle_timeout_ns) {
+    return true;
+  }
   return now_ns - connection.last_activity_ns > limits_.idle_timeout_ns;
 }
 

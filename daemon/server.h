@@ -101,11 +101,12 @@ class RequestServer {
     bool end_of_input = false;       // the peer shut its sending side
     bool gone = false;               // the peer closed, or a write failed: close now
     int64_t last_activity_ns = 0;
+    int64_t line_started_ns = 0;     // when the first byte of the unfinished line in `in` arrived
   };
 
   void accept_all(int64_t now_ns, RequestHandler& handler);
   void read_from(ConnectionId id, Connection& connection, int64_t now_ns, RequestHandler& handler);
-  void serve_lines(ConnectionId id, Connection& connection, RequestHandler& handler);
+  void serve_lines(ConnectionId id, Connection& connection, RequestHandler& handler, int64_t now_ns);
   // False when the connection is to be closed.
   bool write_to(Connection& connection, int64_t now_ns);
   bool finished(const Connection& connection, int64_t now_ns) const;

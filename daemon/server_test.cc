@@ -32,6 +32,7 @@ class EchoHandler : public RequestHandler {
  public:
   std::optional<std::string> handle(ConnectionId id, const PeerCredentials& peer, std::string_view line) override {
     last_peer = peer;
+    ++handled;
     if (line == "defer") {
       deferred.push_back(id);
       return std::nullopt;
@@ -44,6 +45,7 @@ class EchoHandler : public RequestHandler {
 
   std::vector<ConnectionId> deferred;
   std::vector<std::string> refusals;
+  long handled = 0;
   PeerCredentials last_peer;
 };
 
@@ -216,6 +218,57 @@ TEST_CASE("a peer that goes away while its reply is deferred is dropped, and the
   CHECK(server.connections() == 0);
   server.reply(handler.deferred[0], "nobody\n", 0);  // dropped, no crash
   CHECK(server.quiet());
+}
+
+TEST_CASE("a client that does not read its replies is not served beyond a bounded backlog") {
+  Fixture f;
+  f.limits.max_request_bytes = 1024;
+  RequestServer server = RequestServer::listen(real_os(), f.path, 0600, std::nullopt, f.limits);
+  EchoHandler handler;
+  int fd = connect_to(f.path);
+  REQUIRE(fcntl(fd, F_SETFL, O_NONBLOCK) == 0);
+  // Up to 8 MiB of one-line requests, as fast as the sockets take them, never reading a reply.
+  const std::string chunk(64 * 1024, 'x');
+  std::string lines;
+  for (size_t i = 0; i < chunk.size() / 2; ++i) lines += "x\n";
+  size_t sent = 0;
+  for (int round = 0; round < 128; ++round) {
+    ssize_t n = send(fd, lines.data(), lines.size(), MSG_NOSIGNAL);
+    if (n > 0) sent += static_cast<size_t>(n);
+    pump(server, handler, 0);
+  }
+  for (int round = 0; round < 20; ++round) pump(server, handler, 0);
+  const long served = handler.handled;
+  for (int round = 0; round < 20; ++round) pump(server, handler, 0);
+  CHECK(handler.handled == served);       // no progress while the replies wait
+  CHECK(static_cast<size_t>(served) < sent / 2);  // not every line sent was served
+  // Once the client reads, serving resumes.
+  take(fd);
+  for (int round = 0; round < 20; ++round) pump(server, handler, 0);
+  CHECK(handler.handled > served);
+  close(fd);
+}
+
+TEST_CASE("a request trickled in a byte at a time times out from its first byte") {
+  Fixture f;
+  RequestServer server = RequestServer::listen(real_os(), f.path, 0600, std::nullopt, f.limits);
+  EchoHandler handler;
+  int fd = connect_to(f.path);
+  for (int round = 0; round < 500 && server.connections() < 1; ++round) pump(server, handler, 0);
+  REQUIRE(server.connections() == 1);
+  // A byte at 0 s and at 6 s: at 11 s the connection has been idle for 5 s only (under the 10 s
+  // timeout), but its line began 11 s ago and is still not finished.
+  for (int64_t t : {0LL, 6LL}) {
+    send_text(fd, "a");
+    pump(server, handler, t * kSecond);
+    CHECK(server.connections() == 1);
+  }
+  pump(server, handler, 9 * kSecond);
+  CHECK(server.connections() == 1);
+  pump(server, handler, 11 * kSecond);
+  CHECK(server.connections() == 0);
+  CHECK(handler.handled == 0);
+  close(fd);
 }
 
 }  // namespace hugepin::daemon
