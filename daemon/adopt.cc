@@ -84,11 +84,20 @@ ArenaCheck check_arena(Os& os, std::string_view name, bool need_write) {
   std::optional<ControlSegment> segment;
   try {
     segment = ControlSegment::open(os, name, need_write ? SegmentAccess::kReadWrite : SegmentAccess::kReadOnly);
+  } catch (const LayoutVersionError& error) {
+    // Another hugepin's arena, possibly in use by its processes: not evidence of a crash.
+    check.reason = error.what();
+    check.health = ArenaHealth::kInaccessible;
+    return check;
   } catch (const Error& error) {
     check.reason = error.what();
-    check.health = error.errno_value() == EACCES || error.errno_value() == EPERM ? ArenaHealth::kInaccessible
-                   : error.errno_value() == ENOENT                              ? ArenaHealth::kNoSegment
-                                                                                : ArenaHealth::kInconsistent;
+    // Only a segment that was read and does not parse is inconsistent. A failed system call
+    // (EMFILE, ENOMEM, ...) says nothing about the arena: it is left alone, like one this
+    // process may not open.
+    const int code = error.errno_value();
+    check.health = code == ENOENT ? ArenaHealth::kNoSegment
+                   : code != 0    ? ArenaHealth::kInaccessible
+                                  : ArenaHealth::kInconsistent;
     return check;
   }
   if (segment->header().arena != name) {

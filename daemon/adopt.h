@@ -30,6 +30,9 @@
 
 namespace hugepin::daemon {
 
+// kInaccessible: this process cannot judge the arena, so it leaves it alone: no permission, a
+// segment of another hugepin layout version, or a system call that failed (EMFILE, ENOMEM...).
+// Only kInconsistent (read and found wrong) goes to quarantine.
 enum class ArenaHealth { kConsistent, kInconsistent, kInaccessible, kNoData, kNoSegment };
 
 // "consistent", "inconsistent", "inaccessible", "no-data", "no-segment".

@@ -6,6 +6,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstddef>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -13,6 +15,7 @@
 #include "base/pattern.h"
 #include "daemon/quarantine.h"
 #include "hugemem/naming.h"
+#include "ipc/control_layout.h"
 #include "ipc/inspect.h"
 #include "ipc/rank_attachment.h"
 #include "ipc/test_arena.h"
@@ -213,6 +216,43 @@ TEST_CASE("a quarantine that can move only part of an arena puts it back and fai
   CHECK(read_text(dir + "/rank-0") == "kv");
   CHECK(list_quarantine(real_os(), name).empty());
   std::filesystem::remove(control_segment_path(name));
+}
+
+}  // namespace hugepin::daemon
+
+namespace hugepin::daemon {
+
+TEST_CASE("a segment of another layout version is left alone, neither adopted nor quarantined") {
+  test::TestArena arena("adopt-version");
+  {
+    // The control block sits at the first 128-byte boundary whose magic and self offset agree.
+    const std::string path = control_segment_path(arena.name());
+    std::string bytes = read_text(path);
+    size_t at = std::string::npos;
+    for (size_t offset = 0; offset + sizeof(ControlBlock) <= bytes.size(); offset += alignof(ControlBlock)) {
+      uint64_t magic = 0;
+      uint64_t self = 0;
+      std::memcpy(&magic, bytes.data() + offset + offsetof(ControlBlock, magic), sizeof magic);
+      std::memcpy(&self, bytes.data() + offset + offsetof(ControlBlock, self_offset), sizeof self);
+      if (magic == kControlMagic && self == offset) {
+        at = offset;
+        break;
+      }
+    }
+    REQUIRE(at != std::string::npos);
+    std::fstream segment(path, std::ios::in | std::ios::out | std::ios::binary);
+    const uint32_t other_version = kControlLayoutVersion + 1;
+    segment.seekp(static_cast<std::streamoff>(at + offsetof(ControlBlock, layout_version)));
+    segment.write(reinterpret_cast<const char*>(&other_version), sizeof other_version);
+  }
+  ArenaCheck check = check_arena(real_os(), arena.name(), true);
+  CHECK(check.health == ArenaHealth::kInaccessible);
+  CHECK(check.reason.find("layout version") != std::string::npos);
+  AdoptionReport report = adopt_arenas(real_os(), scope(arena), 1'700'000'000LL * 1'000'000'000);
+  CHECK(report.quarantined.empty());
+  CHECK(report.adopted.empty());
+  CHECK(std::filesystem::exists(control_segment_path(arena.name())));
+  CHECK(list_quarantine(real_os(), arena.name()).empty());
 }
 
 }  // namespace hugepin::daemon

@@ -45,7 +45,7 @@ SegmentHeader read_header(const ControlBlock& block, size_t size) {
   SegmentHeader header;
   header.layout_version = block.layout_version;
   if (header.layout_version != kControlLayoutVersion) {
-    throw Error(cat("control segment has layout version ", header.layout_version, ", this hugepin reads version ",
+    throw LayoutVersionError(cat("control segment has layout version ", header.layout_version, ", this hugepin reads version ",
                     kControlLayoutVersion, ": use the hugepin that created it, or destroy and re-create the arena"));
   }
   if (block.block_bytes != sizeof(ControlBlock)) {
@@ -250,6 +250,8 @@ ControlSegment ControlSegment::open_file(Os& os, const std::string& path, Segmen
   segment.access_ = access;
   try {
     segment.view_ = parse_segment(segment.mapping_.data(), size);
+  } catch (const LayoutVersionError& error) {
+    throw LayoutVersionError(cat(path, ": ", error.what()));
   } catch (const Error& error) {
     throw Error(cat(path, ": ", error.what()), error.errno_value());
   }

@@ -17,6 +17,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/error.h"
 #include "base/os.h"
 #include "hugemem/arena.h"
 #include "hugemem/region.h"
@@ -37,6 +38,13 @@ std::string control_segment_path(std::string_view arena);  // "/dev/shm/hugepin.
 std::string arena_of_segment_file(std::string_view file_name);
 
 // The header's values, copied out of the segment and checked.
+// A segment written by a hugepin of another layout version: not corrupt, only not ours to read
+// (tools leave it alone; hugepind neither adopts nor quarantines it).
+class LayoutVersionError : public Error {
+ public:
+  using Error::Error;
+};
+
 struct SegmentHeader {
   std::string arena;
   uint32_t layout_version = 0;
