@@ -37,64 +37,64 @@ daemon::Json simple_request(daemon::Operation op) {
 }
 
 void print_status(const daemon::Json& reply) {
-  const daemon::Json& d = reply["daemon"];
-  const daemon::Json& arenas = reply["arenas"];
-  const daemon::Json& requests = reply["requests"];
-  const daemon::Json& reaper = reply["reaper"];
-  const daemon::Json& settings = reply["settings"];
-  std::cout << "hugepind " << d["version"].get<std::string>() << ", pid " << d["pid"] << ", up "
-            << static_cast<int64_t>(d["uptime_seconds"].get<double>()) << " s, socket " << d["socket"].get<std::string>()
+  const daemon::Json& d = reply.at("daemon");
+  const daemon::Json& arenas = reply.at("arenas");
+  const daemon::Json& requests = reply.at("requests");
+  const daemon::Json& reaper = reply.at("reaper");
+  const daemon::Json& settings = reply.at("settings");
+  std::cout << "hugepind " << d.at("version").get<std::string>() << ", pid " << d.at("pid") << ", up "
+            << static_cast<int64_t>(d.at("uptime_seconds").get<double>()) << " s, socket " << d.at("socket").get<std::string>()
             << "\n"
-            << d["status"].get<std::string>() << "\n"
-            << "arenas: " << arenas["managed"] << " managed (" << arenas["owned"] << " owned, " << arenas["unowned"]
-            << " without owner, " << arenas["inconsistent"] << " inconsistent, " << arenas["inaccessible"]
-            << " inaccessible); at start " << arenas["adopted_at_start"] << " adopted, "
-            << arenas["quarantined_at_start"] << " quarantined\n"
-            << "quarantine: " << reply["quarantined"] << " entries; stale: " << reply["stale"] << " arenas\n"
-            << "requests: " << requests["ok"] << " ok, " << requests["error"] << " failed, " << requests["refused"]
-            << " refused; " << reply["connections"] << " connections open\n"
-            << "reaper: " << reaper["passes"] << " passes, " << reaper["ranks_marked_dead"] << " ranks marked dead, "
-            << reaper["arenas_expired"] << " arenas expired, " << reaper["stale_removed"] << " stale removed\n"
-            << "settings: retention " << settings["retention"].get<std::string>() << ", remove_stale "
-            << (settings["remove_stale"].get<bool>() ? "yes" : "no") << ", stale_grace "
-            << settings["stale_grace"].get<std::string>() << ", teardown_on_stop "
-            << (settings["teardown_on_stop"].get<bool>() ? "yes" : "no") << ", group '"
-            << settings["group"].get<std::string>() << "', arena_prefix '" << settings["arena_prefix"].get<std::string>()
+            << d.at("status").get<std::string>() << "\n"
+            << "arenas: " << arenas.at("managed") << " managed (" << arenas.at("owned") << " owned, " << arenas.at("unowned")
+            << " without owner, " << arenas.at("inconsistent") << " inconsistent, " << arenas.at("inaccessible")
+            << " inaccessible); at start " << arenas.at("adopted_at_start") << " adopted, "
+            << arenas.at("quarantined_at_start") << " quarantined\n"
+            << "quarantine: " << reply.at("quarantined") << " entries; stale: " << reply.at("stale") << " arenas\n"
+            << "requests: " << requests.at("ok") << " ok, " << requests.at("error") << " failed, " << requests.at("refused")
+            << " refused; " << reply.at("connections") << " connections open\n"
+            << "reaper: " << reaper.at("passes") << " passes, " << reaper.at("ranks_marked_dead") << " ranks marked dead, "
+            << reaper.at("arenas_expired") << " arenas expired, " << reaper.at("stale_removed") << " stale removed\n"
+            << "settings: retention " << settings.at("retention").get<std::string>() << ", remove_stale "
+            << (settings.at("remove_stale").get<bool>() ? "yes" : "no") << ", stale_grace "
+            << settings.at("stale_grace").get<std::string>() << ", teardown_on_stop "
+            << (settings.at("teardown_on_stop").get<bool>() ? "yes" : "no") << ", group '"
+            << settings.at("group").get<std::string>() << "', arena_prefix '" << settings.at("arena_prefix").get<std::string>()
             << "'\n";
 }
 
 void print_list(const daemon::Json& reply) {
-  if (reply["arenas"].empty()) {
+  if (reply.at("arenas").empty()) {
     std::cout << "no arenas\n";
   } else {
     Table table({"ARENA", "HEALTH", "RANKS", "BYTES", "LIVE", "DEAD", "OWNED", "UNOWNED", "GEN", "OWNER", "MODE"},
                 {Table::Align::kLeft, Table::Align::kLeft, Table::Align::kRight, Table::Align::kRight,
                  Table::Align::kRight, Table::Align::kRight, Table::Align::kLeft, Table::Align::kRight,
                  Table::Align::kRight, Table::Align::kRight, Table::Align::kRight});
-    for (const daemon::Json& arena : reply["arenas"]) {
-      table.add_row({arena["name"].get<std::string>(), arena["health"].get<std::string>(),
-                     std::to_string(arena["ranks"].get<uint32_t>()), format_bytes(arena["bytes"].get<uint64_t>()),
-                     std::to_string(arena["live_workers"].get<uint32_t>()),
-                     std::to_string(arena["dead_ranks"].get<uint32_t>()), arena["owned"].get<bool>() ? "yes" : "no",
-                     cat(static_cast<int64_t>(arena["unowned_seconds"].get<double>()), "s"),
-                     std::to_string(arena["generation"].get<uint64_t>()),
-                     std::to_string(arena["owner_uid"].get<uint32_t>()), arena["mode"].get<std::string>()});
+    for (const daemon::Json& arena : reply.at("arenas")) {
+      table.add_row({arena.at("name").get<std::string>(), arena.at("health").get<std::string>(),
+                     std::to_string(arena.at("ranks").get<uint32_t>()), format_bytes(arena.at("bytes").get<uint64_t>()),
+                     std::to_string(arena.at("live_workers").get<uint32_t>()),
+                     std::to_string(arena.at("dead_ranks").get<uint32_t>()), arena.at("owned").get<bool>() ? "yes" : "no",
+                     cat(static_cast<int64_t>(arena.at("unowned_seconds").get<double>()), "s"),
+                     std::to_string(arena.at("generation").get<uint64_t>()),
+                     std::to_string(arena.at("owner_uid").get<uint32_t>()), arena.at("mode").get<std::string>()});
     }
     std::cout << table.render();
-    for (const daemon::Json& arena : reply["arenas"]) {
-      if (arena.contains("reason")) std::cout << arena["name"].get<std::string>() << ": " << arena["reason"].get<std::string>() << "\n";
+    for (const daemon::Json& arena : reply.at("arenas")) {
+      if (arena.contains("reason")) std::cout << arena.at("name").get<std::string>() << ": " << arena.at("reason").get<std::string>() << "\n";
     }
   }
-  for (const daemon::Json& flight : reply["in_flight"]) {
-    std::cout << "in flight: " << flight["op"].get<std::string>() << " " << flight["arena"].get<std::string>() << "\n";
+  for (const daemon::Json& flight : reply.at("in_flight")) {
+    std::cout << "in flight: " << flight.at("op").get<std::string>() << " " << flight.at("arena").get<std::string>() << "\n";
   }
-  for (const daemon::Json& stale : reply["stale"]) {
-    std::cout << "stale: " << stale["arena"].get<std::string>() << " (" << stale["kind"].get<std::string>() << ", "
-              << static_cast<int64_t>(stale["age_seconds"].get<double>()) << " s old)\n";
+  for (const daemon::Json& stale : reply.at("stale")) {
+    std::cout << "stale: " << stale.at("arena").get<std::string>() << " (" << stale.at("kind").get<std::string>() << ", "
+              << static_cast<int64_t>(stale.at("age_seconds").get<double>()) << " s old)\n";
   }
-  for (const daemon::Json& entry : reply["quarantined"]) {
-    std::cout << "quarantined: " << entry["arena"].get<std::string>() << " in " << entry["path"].get<std::string>()
-              << ": " << entry["reason"].get<std::string>() << "\n";
+  for (const daemon::Json& entry : reply.at("quarantined")) {
+    std::cout << "quarantined: " << entry.at("arena").get<std::string>() << " in " << entry.at("path").get<std::string>()
+              << ": " << entry.at("reason").get<std::string>() << "\n";
   }
 }
 
@@ -170,10 +170,10 @@ void add_daemon_commands(CLI::App& app, Context& context) {
       if (create_args->socket.json) {
         print_json(reply);
       } else {
-        const daemon::Json& arena = reply["arena"];
-        std::cout << "hugepind created arena '" << arena["name"].get<std::string>() << "': "
-                  << arena["regions"].size() << " regions, control segment " << arena["segment"].get<std::string>()
-                  << ", mode " << arena["mode"].get<std::string>() << "\n";
+        const daemon::Json& arena = reply.at("arena");
+        std::cout << "hugepind created arena '" << arena.at("name").get<std::string>() << "': "
+                  << arena.at("regions").size() << " regions, control segment " << arena.at("segment").get<std::string>()
+                  << ", mode " << arena.at("mode").get<std::string>() << "\n";
       }
       return 0;
     };
@@ -196,10 +196,10 @@ void add_daemon_commands(CLI::App& app, Context& context) {
       if (destroy_args->socket.json) {
         print_json(reply);
       } else {
-        const daemon::Json& destroyed = reply["destroyed"];
-        std::cout << "hugepind destroyed arena '" << destroyed["name"].get<std::string>() << "' ("
-                  << destroyed["region_files"] << " region files"
-                  << (destroyed["control_removed"].get<bool>() ? ", control segment" : "") << ")\n";
+        const daemon::Json& destroyed = reply.at("destroyed");
+        std::cout << "hugepind destroyed arena '" << destroyed.at("name").get<std::string>() << "' ("
+                  << destroyed.at("region_files") << " region files"
+                  << (destroyed.at("control_removed").get<bool>() ? ", control segment" : "") << ")\n";
       }
       return 0;
     };

@@ -368,7 +368,14 @@ void Daemon::reload() {
 }
 
 void Daemon::reap(int64_t now_ns) {
-  last_reap_ = reaper_.pass(now_ns, busy());
+  try {
+    last_reap_ = reaper_.pass(now_ns, busy());
+  } catch (const Error& error) {
+    // /proc/mounts unreadable for want of descriptors, a directory that vanished mid-scan...:
+    // the next pass tries again; the daemon keeps serving.
+    log::warn(cat("reaper pass failed (next one in ", config_.reap_interval_ns / 1'000'000'000, " s): ", error.what()));
+    return;
+  }
   ++reaper_passes_;
   for (const std::string& event : last_reap_.events) log::info(event);
   ranks_marked_dead_ += last_reap_.marked_dead;
@@ -451,7 +458,12 @@ void Daemon::collect_jobs(int64_t now_ns) {
 
 std::optional<uid_t> Daemon::arena_owner(const std::string& name) {
   std::vector<std::string> candidates{control_segment_path(name)};
-  for (const std::string& root : arena_data_roots(os_, config_.arena)) candidates.push_back(arena_data_dir(root, name));
+  try {
+    for (const std::string& root : arena_data_roots(os_, config_.arena)) candidates.push_back(arena_data_dir(root, name));
+  } catch (const Error& error) {
+    // The segment alone then names the owner; without it the request is refused as unowned.
+    log::warn(cat("cannot list arena data roots: ", error.what()));
+  }
   for (const std::string& path : candidates) {
     if (std::optional<struct stat> st = stat_no_follow(os_, path)) return st->st_uid;
   }

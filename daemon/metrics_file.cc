@@ -48,7 +48,10 @@ std::string daemon_metrics_text(const DaemonFigures& f) {
 void write_metrics_file(Os& os, const std::string& dir, std::string_view text) {
   const std::string path = cat(dir, "/", kMetricsFileName);
   const std::string temporary = path + ".tmp";
-  int fd = os.open(temporary, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  // A new file, never one found there: the textfile directory may be shared, and a link planted
+  // at the temporary name must not make hugepind truncate what it points to.
+  os.unlink(temporary);
+  int fd = os.open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0644);
   if (fd < 0) throw_errno(cat("cannot write metrics file ", temporary), -fd);
   size_t done = 0;
   while (done < text.size()) {

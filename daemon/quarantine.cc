@@ -61,7 +61,7 @@ void write_reason(Os& os, const QuarantineEntry& entry, const std::vector<std::s
   for (const std::string& line : entry.moved) text += cat("moved: ", line, "\n");
   for (const std::string& line : failures) text += cat("not moved: ", line, "\n");
   const std::string path = cat(entry.path, "/", kReasonFile);
-  int fd = os.open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  int fd = os.open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, 0600);
   if (fd < 0) throw_errno(cat("cannot write ", path), -fd);
   ssize_t n = os.pwrite(fd, text.data(), text.size(), 0);
   os.close(fd);
