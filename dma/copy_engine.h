@@ -74,6 +74,8 @@ class CopyEngine {
   // Enqueues the copy of every pair over every view in `direction` with `backend`. Throws Error
   // (enqueuing nothing) for a bad request: a pair out of range, a view an SM kernel cannot
   // align (SM kernels need 16-byte aligned bases, strides and block sizes; kAuto then uses DMA).
+  // When the GPU refuses part of a launch, it waits for what was already enqueued, then throws:
+  // after a throw nothing of the launch is in flight.
   virtual std::unique_ptr<CopyCompletion> launch(Direction direction, std::span<const BlockPair> pairs,
                                                  CopyBackend backend = CopyBackend::kAuto) = 0;
   // Waits for everything launched so far (the preemption flush of the worker seed).

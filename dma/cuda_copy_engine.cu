@@ -155,20 +155,26 @@ class CudaCopyEngine final : public CopyEngine {
     check_copy_request(views_, pairs, direction, sm ? 16 : 1);
     check_cuda(cudaSetDevice(options_.device), cat("selecting GPU ", options_.device));
     cudaStream_t stream = streams_[static_cast<int>(direction)];
-    if (!pairs.empty()) {
-      switch (backend) {
-        case CopyBackend::kDmaBatch: enqueue_dma(direction, pairs, stream, /*batched=*/true); break;
-        case CopyBackend::kDmaPerBlock: enqueue_dma(direction, pairs, stream, /*batched=*/false); break;
-        case CopyBackend::kSmLoadStore:
-        case CopyBackend::kSmBulk: enqueue_sm(direction, pairs, stream, backend); break;
-        default: throw Error(cat("unknown copy backend ", static_cast<int>(backend)));
-      }
-    }
     cudaEvent_t event = nullptr;
-    check_cuda(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "creating a completion event");
-    if (cudaError_t error = cudaEventRecord(event, stream); error != cudaSuccess) {
-      cudaEventDestroy(event);
-      check_cuda(error, "recording a completion event");
+    try {
+      if (!pairs.empty()) {
+        switch (backend) {
+          case CopyBackend::kDmaBatch: enqueue_dma(direction, pairs, stream, /*batched=*/true); break;
+          case CopyBackend::kDmaPerBlock: enqueue_dma(direction, pairs, stream, /*batched=*/false); break;
+          case CopyBackend::kSmLoadStore:
+          case CopyBackend::kSmBulk: enqueue_sm(direction, pairs, stream, backend); break;
+          default: throw Error(cat("unknown copy backend ", static_cast<int>(backend)));
+        }
+      }
+      check_cuda(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "creating a completion event");
+      check_cuda(cudaEventRecord(event, stream), "recording a completion event");
+    } catch (...) {
+      // Part of the copy may already be queued (a batch, a kernel slice, a metadata upload): wait
+      // for it, so that when the caller sees the error nothing of this launch is still writing.
+      if (event != nullptr) cudaEventDestroy(event);
+      (void)cudaStreamSynchronize(stream);
+      (void)cudaGetLastError();
+      throw;
     }
     return std::make_unique<CudaCompletion>(event);
   }
