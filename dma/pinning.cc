@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <exception>
 #include <mutex>
 #include <thread>
 
@@ -76,24 +77,40 @@ PinnedRegion pin_region(GpuRuntime& runtime, void* base, uint64_t bytes, const P
   std::atomic<bool> failed{false};
   std::mutex progress_mutex;
   uint64_t pinned = 0;
+  // An exception from the progress callback (or from starting a thread) stops the pinning; it is
+  // rethrown once every thread has joined and the chunks registered so far are undone.
+  std::exception_ptr thrown;
+  auto stop_with = [&](std::exception_ptr error) {
+    std::lock_guard lock(progress_mutex);
+    if (!thrown) thrown = std::move(error);
+    failed = true;
+  };
   auto* first = static_cast<std::byte*>(base);
   auto worker = [&] {
-    for (size_t i = next++; i < chunk_count && !failed.load(); i = next++) {
-      uint64_t offset = i * chunk;
-      uint64_t size = std::min(chunk, bytes - offset);
-      results[i] = runtime.host_register(options.device, first + offset, size);
-      if (results[i] != 0) {
-        failed = true;
-        continue;
+    try {
+      for (size_t i = next++; i < chunk_count && !failed.load(); i = next++) {
+        uint64_t offset = i * chunk;
+        uint64_t size = std::min(chunk, bytes - offset);
+        results[i] = runtime.host_register(options.device, first + offset, size);
+        if (results[i] != 0) {
+          failed = true;
+          continue;
+        }
+        std::lock_guard lock(progress_mutex);
+        pinned += size;
+        if (progress) progress(pinned, bytes);
       }
-      std::lock_guard lock(progress_mutex);
-      pinned += size;
-      if (progress) progress(pinned, bytes);
+    } catch (...) {
+      stop_with(std::current_exception());
     }
   };
   const unsigned threads = static_cast<unsigned>(std::min<size_t>(std::max(1u, options.threads), chunk_count));
   std::vector<std::thread> pool;
-  for (unsigned t = 1; t < threads; ++t) pool.emplace_back(worker);
+  try {
+    for (unsigned t = 1; t < threads; ++t) pool.emplace_back(worker);
+  } catch (...) {
+    stop_with(std::current_exception());
+  }
   worker();
   for (std::thread& thread : pool) thread.join();
 
@@ -105,6 +122,14 @@ PinnedRegion pin_region(GpuRuntime& runtime, void* base, uint64_t bytes, const P
   region.chunk_bytes_ = chunk;
   for (size_t i = 0; i < chunk_count; ++i) {
     if (results[i] == 0) region.chunk_bases_.push_back(first + i * chunk);
+  }
+  if (thrown) {
+    try {
+      region.unpin();  // undo every chunk registered so far
+    } catch (const Error&) {
+      // The original failure is the one to report.
+    }
+    std::rethrow_exception(thrown);
   }
   if (failed) {
     size_t bad = static_cast<size_t>(std::find_if(results.begin(), results.end(), [](int rc) { return rc > 0; }) -

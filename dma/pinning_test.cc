@@ -125,3 +125,22 @@ TEST_CASE("a moved region unpins once") {
 }
 
 }  // namespace hugepin
+
+namespace hugepin {
+
+TEST_CASE("a progress callback that throws stops the pinning, undoes it and its error comes out") {
+  test::FakeGpuRuntime runtime;
+  PinOptions options;
+  options.threads = 4;
+  options.alignment = 2 * kMiB;
+  options.chunk_bytes = 1 * kGiB;
+  int calls = 0;
+  CHECK_THROWS_WITH_AS(pin_region(runtime, fake_base(), 16 * kGiB, options,
+                                  [&](uint64_t, uint64_t) {
+                                    if (++calls == 2) throw Error("the caller gave up");
+                                  }),
+                       "the caller gave up", Error);
+  CHECK(runtime.live_registrations() == 0);
+}
+
+}  // namespace hugepin
