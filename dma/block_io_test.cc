@@ -207,6 +207,20 @@ TEST_CASE("thread pool: an injected ENOSPC or EIO fails its span only, naming fi
   CHECK(contains(read.failures[0].message, "(EIO 5)"));
 }
 
+TEST_CASE("thread pool: a direct read cut short off the alignment by the file's end says so, not EINVAL" * doctest::skip(!test::disk_direct_io())) {
+  TestFile file;
+  Buffer memory = aligned_buffer(4 * kPage);
+  fill_pattern(memory.get(), 4 * kPage, 3);
+  std::unique_ptr<BlockIo> io = make_thread_pool_block_io(real_os(), file.block_file(), {1, kMiB});
+  REQUIRE(run_blocking(*io, BlockOp::kWrite, {{0, memory.get(), 3 * kPage}}).ok());
+  REQUIRE(truncate(file.path.c_str(), 2 * kPage + 100) == 0);  // a file of an odd size
+  BlockResult read = run_blocking(*io, BlockOp::kRead, {{0, memory.get(), 3 * kPage}});
+  REQUIRE(read.failures.size() == 1);
+  CHECK(read.failures[0].offset == 2 * kPage + 100);
+  CHECK(read.failures[0].errno_value == 0);
+  CHECK(contains(read.failures[0].message, "the file ends before it"));
+}
+
 TEST_CASE("io_uring: a read past the end of the file fails naming where the file ends" * doctest::skip(!test::io_uring_available() || !test::disk_direct_io())) {
   TestFile file;
   Buffer memory = aligned_buffer(4 * kPage);

@@ -102,6 +102,15 @@ class ThreadPoolBlockIo final : public BlockIo {
                           detail::block_error_message(batch.op(), file_.path, offset, left, error));
       }
       done += static_cast<uint64_t>(n);
+      if (done < request.bytes && file_.direct && batch.op() == BlockOp::kRead &&
+          (request.offset + done) % file_.alignment != 0) {
+        // A direct read ends short off the alignment only at the end of the file; continuing
+        // from there would be refused (EINVAL) and hide why: report the short file (as io_uring does).
+        const uint64_t stopped = request.offset + done;
+        const uint64_t rest = request.bytes - done;
+        std::lock_guard lock(mutex_);
+        return batch.fail(request, stopped, rest, 0, detail::block_error_message(BlockOp::kRead, file_.path, stopped, rest, 0));
+      }
     }
     std::lock_guard lock(mutex_);
     return batch.finish(request);
