@@ -100,6 +100,16 @@ const ReportRing* ReportRing::attach_read_only(const std::byte* mapping, size_t 
   if (doorbell % kCacheLinePair != 0 || !inside(doorbell, sizeof(Doorbell), size)) {
     throw Error(cat("ring at offset ", offset, " has its doorbell outside the segment (", relative, " from the ring)"));
   }
+  // Indices that hold more than a full ring: a consumer would read slots as reports that were
+  // never written. Tail is read before head: in a healthy ring, live or not, tail then never
+  // exceeds the head read after it by more than the capacity (a consumer that moved on since
+  // can make head pass that tail, which is no sign of damage).
+  const uint64_t tail = ring->tail_.load(std::memory_order_acquire);
+  const uint64_t head = ring->head_.load(std::memory_order_acquire);
+  if ((tail >= head && tail - head > capacity) || head < ring->first_index_) {
+    throw Error(cat("ring at offset ", offset, " has corrupt indices (head ", head, ", tail ", tail, ", first ",
+                    ring->first_index_, ", capacity ", capacity, ")"));
+  }
   return ring;
 }
 

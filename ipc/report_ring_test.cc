@@ -256,6 +256,10 @@ TEST_CASE("attach checks the ring another process built") {
   CHECK(corrupt(16, uint64_t{1} << 40).find("doorbell outside") != std::string::npos);
   CHECK(corrupt(16, static_cast<uint64_t>(-int64_t{kCacheLinePair} * 2)).find("doorbell outside") !=
         std::string::npos);
+  // tail_ starts the second line pair of the ring, head_ the third: a tail more than a full ring
+  // ahead of head, or a head below the first index, is damage.
+  CHECK(corrupt(kCacheLinePair, uint64_t{capacity} + 1).find("corrupt indices") != std::string::npos);
+  CHECK(corrupt(kCacheLinePair, uint64_t{capacity}).empty());  // full is fine
   CHECK(ReportRing::attach(buffer.data, buffer.size, kCacheLinePair) == built);  // restored
 }
 
