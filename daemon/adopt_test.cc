@@ -256,3 +256,26 @@ TEST_CASE("a segment of another layout version is left alone, neither adopted no
 }
 
 }  // namespace hugepin::daemon
+
+namespace hugepin::daemon {
+
+TEST_CASE("quarantine refuses a .quarantine directory someone else made, and leaves the arena as it was") {
+  const std::string name = cat("t", getpid(), "-qforeign");
+  test::TempDir root("/tmp");
+  const std::string dir = arena_data_dir(root.path(), name);
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/rank-0") << "kv";
+  std::ofstream(control_segment_path(name)) << "segment";
+  // Another user got there first, and left it open to all.
+  const std::string foreign = root.path() + "/hugepin/.quarantine";
+  REQUIRE(mkdir(foreign.c_str(), 0777) == 0);
+  REQUIRE(chmod(foreign.c_str(), 0777) == 0);
+  REQUIRE(chown(foreign.c_str(), 65534, 65534) == 0);
+  CHECK_THROWS_WITH_AS(quarantine_arena(real_os(), name, "test", {dir}, 1'700'000'000LL * 1'000'000'000),
+                       doctest::Contains("not hugepind's own"), Error);
+  CHECK(read_text(control_segment_path(name)) == "segment");
+  CHECK(read_text(dir + "/rank-0") == "kv");
+  std::filesystem::remove(control_segment_path(name));
+}
+
+}  // namespace hugepin::daemon

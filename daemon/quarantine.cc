@@ -1,6 +1,8 @@
 #include "daemon/quarantine.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -46,6 +48,18 @@ void make_dirs(Os& os, const std::string& dir) {
   if (is_dir(os, dir)) return;
   make_dirs(os, parent_dir(dir));
   if (int rc = os.mkdir(dir, 0700); rc < 0 && rc != -EEXIST) throw_errno(cat("cannot create ", dir), -rc);
+}
+
+// `dir` (just made, or found) must be this process's own and writable by no one else: under the
+// world-writable roots (/dev/shm) another user could have made it first, then renamed or replaced
+// what hugepind moves into it.
+void check_private_dir(Os& os, const std::string& dir) {
+  std::optional<struct stat> st = stat_no_follow(os, dir);
+  if (!st || !S_ISDIR(st->st_mode)) throw Error(cat(dir, " is not a directory"));
+  if (st->st_uid != geteuid() || (st->st_mode & 022) != 0) {
+    throw Error(cat(dir, " belongs to uid ", st->st_uid, " with mode ", std::oct, (st->st_mode & 07777), std::dec,
+                    ": not hugepind's own, refusing to quarantine into it"));
+  }
 }
 
 // An entry name not yet taken: "<arena>.<stamp>", then "<arena>.<stamp>.2", ...
@@ -97,6 +111,7 @@ QuarantineEntry quarantine_arena(Os& os, std::string_view arena, std::string_vie
                                  const std::vector<std::string>& data_dirs, int64_t realtime_ns) {
   check_arena_name(arena);
   make_dirs(os, quarantine_index_dir());
+  check_private_dir(os, quarantine_index_dir());
   QuarantineEntry entry;
   entry.arena = std::string(arena);
   entry.name = free_entry_name(os, arena, realtime_ns);
@@ -122,6 +137,7 @@ QuarantineEntry quarantine_arena(Os& os, std::string_view arena, std::string_vie
     if (to == entry.path) to = cat(entry.path, "/", kDataSubdir);
     try {
       make_dirs(os, cat(parent_dir(dir), "/", kQuarantineDirName));
+      check_private_dir(os, cat(parent_dir(dir), "/", kQuarantineDirName));
     } catch (const Error& error) {
       failures.push_back(cat(dir, ": ", error.what()));
       continue;
