@@ -118,23 +118,36 @@ ReportVerdict OffloadScheduler::apply_attach(const Report& report) {
   RankRecord& rank = rank_records_[report.rank];
   switch (rank.state) {
     case RankLiveness::kExited:  // a replacement: it ran no GPU work of the closed epochs
-      rank.state = RankLiveness::kLive;
-      rank.pid = report.value;
-      rank.last_sequence = report.sequence;  // a new process numbers its reports afresh
-      ++live_ranks_;
-      fence_.join(report.rank);
+      // The exited process's own attach, read late from its ring, is not a replacement.
+      if (report.value != 0 && report.value == rank.exited_pid) return ReportVerdict::kSequenceReplay;
+      join_replacement(report.rank, report.value, report.sequence);
       return ReportVerdict::kApplied;
     case RankLiveness::kUnresponsive:
+      // Its process may still copy: a replacement must attach again once rank_exited() ran.
       return ReportVerdict::kRankNotExited;
     case RankLiveness::kLive:
       break;
   }
   if (report.sequence <= rank.last_sequence) return ReportVerdict::kSequenceReplay;
-  // The first attach names the rank's process; another process claiming a live rank is refused.
-  if (rank.pid != 0 && rank.pid != report.value) return ReportVerdict::kRankNotExited;
+  // The first attach names the rank's process. Another process attaching means this one was
+  // replaced before its death was seen: nothing it did may be trusted from here, and nothing
+  // it may still be copying into may be released before it is gone.
+  if (rank.pid != 0 && rank.pid != report.value) {
+    rank_unresponsive(report.rank);
+    return ReportVerdict::kRankNotExited;
+  }
   rank.pid = report.value;
   rank.last_sequence = report.sequence;
   return ReportVerdict::kApplied;
+}
+
+void OffloadScheduler::join_replacement(uint32_t rank, uint64_t pid, uint64_t sequence) {
+  RankRecord& record = rank_records_[rank];
+  record.state = RankLiveness::kLive;
+  record.pid = pid;
+  record.last_sequence = sequence;  // a new process numbers its reports afresh
+  ++live_ranks_;
+  fence_.join(rank);
 }
 
 inline void OffloadScheduler::settle(JobId job) {
@@ -224,6 +237,7 @@ void OffloadScheduler::rank_exited(uint32_t rank) {
   if (record.state == RankLiveness::kExited) return;
   if (record.state == RankLiveness::kLive) rank_unresponsive(rank);
   record.state = RankLiveness::kExited;
+  record.exited_pid = record.pid;
   record.pid = 0;
   // Every job this rank has not settled was counted by rank_unresponsive(): jobs are never
   // dispatched while a rank is not live.

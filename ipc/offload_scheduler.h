@@ -33,7 +33,13 @@
 //   kAttach from an exited rank: a replacement. It is live again and joins the fence at
 //       current_epoch() - 1; the engine must give it no GPU work of closed epochs, and none of
 //       the jobs sent to the process it replaces (its exit settled them; the model in
-//       ipc/model shows a replayed job would be copied with no hold on its chunks).
+//       ipc/model shows a replayed job would be copied with no hold on its chunks). An attach
+//       that names the process that exited (read late from its ring) is rejected.
+//   kAttach from another process while the rank is live: the rank's process was replaced
+//       before its death was seen (a replacement may claim a rank whose owner is dead). Nothing
+//       more is trusted from the rank: it becomes unresponsive (its jobs fail, their chunks stay
+//       quarantined until rank_exited(r): the old process may still copy), and the attach is
+//       refused like one to an unresponsive rank: the replacement attaches again after the exit.
 // Nothing is released earlier: a report from a rank once declared unresponsive is never trusted.
 //
 // Reports: apply() checks, in order: rank in range, kind known, rank live, sequence above the
@@ -170,11 +176,13 @@ class OffloadScheduler {
     uint64_t last_sequence = 0;
     uint64_t pid = 0;
     RankLiveness state = RankLiveness::kLive;
+    uint64_t exited_pid = 0;  // the process rank_exited() confirmed gone
   };
 
   ReportVerdict check_and_apply(const Report& report);
   ReportVerdict apply_copy(const Report& report, bool ok);
   ReportVerdict apply_attach(const Report& report);
+  void join_replacement(uint32_t rank, uint64_t pid, uint64_t sequence);
   void settle(JobId job);
   void record_failure(JobId job, FailureCause cause, uint32_t rank, uint32_t error);
   void drain_fence();

@@ -61,6 +61,7 @@ struct SimRank {
   uint64_t last_sequence = 0;
   Epoch released = 0;
   uint64_t known_pid = 0;
+  uint64_t exited_pid = 0;  // the known pid when its exit was confirmed
 };
 
 struct SimChunk {
@@ -238,9 +239,14 @@ class Simulation {
       case ReportKind::kDetach: case ReportKind::kHeartbeat:
         break;
       case ReportKind::kAttach:
-        if (rank.state == RankLiveness::kExited) return ReportVerdict::kApplied;
+        if (rank.state == RankLiveness::kExited) {
+          // The exited process's own attach, read late, is not a replacement.
+          return report.value != 0 && report.value == rank.exited_pid ? ReportVerdict::kSequenceReplay
+                                                                     : ReportVerdict::kApplied;
+        }
         if (rank.state == RankLiveness::kUnresponsive) return ReportVerdict::kRankNotExited;
         if (report.sequence <= rank.last_sequence) return ReportVerdict::kSequenceReplay;
+        // Another process on a live rank: refused, and the rank is no longer trusted.
         if (rank.known_pid != 0 && rank.known_pid != report.value) return ReportVerdict::kRankNotExited;
         return ReportVerdict::kApplied;
       default:
@@ -286,6 +292,7 @@ class Simulation {
 
   void expect_exited(uint32_t r) {
     expect_unresponsive(r);
+    if (ranks_[r].state != RankLiveness::kExited) ranks_[r].exited_pid = ranks_[r].known_pid;
     ranks_[r].state = RankLiveness::kExited;
     std::vector<JobId> ids;
     for (auto& [id, job] : jobs_) {
@@ -337,6 +344,9 @@ class Simulation {
   // Applies a report and checks the verdict; a rejection must change nothing but its counter.
   void apply(const Report& report) {
     ReportVerdict expected = expected_verdict(report);
+    // A refused attach from another process on a live rank makes the rank unresponsive.
+    const bool foreign_attach = expected == ReportVerdict::kRankNotExited && report.kind == ReportKind::kAttach &&
+                                ranks_[report.rank].state == RankLiveness::kLive;
     SchedulerFigures before = scheduler_->figures();
     ReportVerdict verdict = scheduler_->apply(report);
     SIM_CHECK(verdict == expected, "report kind ", static_cast<int>(report.kind), " rank ", report.rank, " value ",
@@ -344,6 +354,11 @@ class Simulation {
                                    verdict_name(expected));
     if (expected == ReportVerdict::kApplied) {
       expect_applied(report);
+      return;
+    }
+    if (foreign_attach) {
+      expect_unresponsive(report.rank);
+      SIM_CHECK(scheduler_->rank_state(report.rank) == RankLiveness::kUnresponsive, "a foreign attach leaves the rank live");
       return;
     }
     SchedulerFigures after = scheduler_->figures();

@@ -314,12 +314,12 @@ TEST_CASE("a rank exiting without warning fails and settles its jobs at once") {
   CHECK_THROWS_AS(scheduler.rank_unresponsive(2), Error);
 }
 
-TEST_CASE("detach makes a rank unresponsive; attach records the pid and refuses a second process") {
+TEST_CASE("detach makes a rank unresponsive; attach records the pid") {
   OffloadScheduler scheduler(config(2, 1, 4));
   Ranks ranks(2);
   CHECK(scheduler.apply(ranks.make(ReportKind::kAttach, 0, 100)) == ReportVerdict::kApplied);
   CHECK(scheduler.apply(ranks.make(ReportKind::kAttach, 0, 100)) == ReportVerdict::kApplied);
-  CHECK(scheduler.apply(ranks.make(ReportKind::kAttach, 0, 101)) == ReportVerdict::kRankNotExited);
+  CHECK(scheduler.rank_pid(0) == 100);
   CHECK(scheduler.apply(ranks.make(ReportKind::kHeartbeat, 0, 5)) == ReportVerdict::kApplied);
   JobId job = scheduler.dispatch(JobKind::kStore, kJobChunks);
   CHECK(scheduler.apply(ranks.make(ReportKind::kDetach, 1, 200)) == ReportVerdict::kApplied);
@@ -344,6 +344,43 @@ TEST_CASE("jobs sent while a rank was live settle through its exit even when it 
   scheduler.rank_exited(1);
   CHECK(scheduler.holds_clear());
   CHECK(failed(scheduler).size() == 2);
+}
+
+TEST_CASE("a second process attaching to a live rank makes it unresponsive: its jobs wait for the first one's exit") {
+  // The worker was replaced before its death was seen (the replacement could claim the rank):
+  // the old process may still be copying into the job's chunks.
+  OffloadScheduler scheduler(config(2, 1, 4));
+  Ranks ranks(2);
+  CHECK(scheduler.apply(ranks.make(ReportKind::kAttach, 0, 100)) == ReportVerdict::kApplied);
+  JobId job = scheduler.dispatch(JobKind::kStore, kJobChunks);
+  CHECK(scheduler.apply(ranks.make(ReportKind::kAttach, 0, 101)) == ReportVerdict::kRankNotExited);
+  CHECK(scheduler.rank_state(0) == RankLiveness::kUnresponsive);
+  CHECK(failed(scheduler).at(0).job == job);
+  CHECK(scheduler.pins().quarantined(kJobChunks[0]));
+  // Nothing of the rank is trusted now: not its reports, not a new job.
+  CHECK(scheduler.apply(ranks.make(ReportKind::kCopyComplete, 0, job)) == ReportVerdict::kRankNotLive);
+  CHECK_THROWS_AS(scheduler.dispatch(JobKind::kStore, kJobChunks), Error);
+  CHECK(scheduler.apply(ranks.make(ReportKind::kCopyComplete, 1, job)) == ReportVerdict::kApplied);
+  CHECK_FALSE(scheduler.holds_clear());  // the old process may still copy
+  scheduler.rank_exited(0);
+  CHECK(scheduler.holds_clear());
+  // The replacement attaches again after the exit and is live.
+  ranks.restart(0);
+  CHECK(scheduler.apply(ranks.make(ReportKind::kAttach, 0, 101)) == ReportVerdict::kApplied);
+  CHECK(scheduler.rank_state(0) == RankLiveness::kLive);
+}
+
+TEST_CASE("the exited process's own attach, read late from its ring, does not revive the rank") {
+  OffloadScheduler scheduler(config(2, 1, 4));
+  Ranks ranks(2);
+  CHECK(scheduler.apply(ranks.make(ReportKind::kAttach, 0, 100)) == ReportVerdict::kApplied);
+  scheduler.rank_exited(0);
+  ranks.restart(0);
+  CHECK(scheduler.apply(ranks.make(ReportKind::kAttach, 0, 100)) == ReportVerdict::kSequenceReplay);
+  CHECK(scheduler.rank_state(0) == RankLiveness::kExited);
+  CHECK(scheduler.apply(ranks.make(ReportKind::kAttach, 0, 102)) == ReportVerdict::kApplied);
+  CHECK(scheduler.rank_state(0) == RankLiveness::kLive);
+  CHECK(scheduler.rank_pid(0) == 102);
 }
 
 }  // namespace hugepin
