@@ -94,6 +94,9 @@ void Reaper::expire(ArenaState& state, ReapReport& report) {
       state.unowned_ns < options_.retention_ns) {
     return;
   }
+  // Looked at once more right before: a worker or scheduler may have attached since this pass
+  // observed the arena. (What is left is the moment between this look and the destroy.)
+  if (observe_arena(name, 0, /*record=*/false).owned) return;
   try {
     ArenaDestroyed destroyed = destroy_arena_with_control(*os_, name, options_.where);
     ++report.expired;
