@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <map>
+#include <set>
 
 #include "base/error.h"
 #include "base/log.h"
@@ -15,6 +16,19 @@
 
 namespace hugepin {
 namespace {
+
+// Removes the region files `report` lists (those this process just created) and then their
+// directories when empty; nothing else of the name.
+void remove_region_files(Os& os, const ArenaReport& report) {
+  std::set<std::string> dirs;
+  for (const RegionReport& region : report.regions) {
+    os.unlink(region.path);
+    const size_t slash = region.path.rfind('/');
+    if (slash != std::string::npos && slash > 0) dirs.insert(region.path.substr(0, slash));
+  }
+  for (const std::string& dir : dirs) os.rmdir(dir);  // fails harmlessly when not empty
+}
+
 
 std::vector<RegionRequest> region_requests(const ArenaLayout& layout) {
   std::vector<RegionRequest> requests;
@@ -78,8 +92,17 @@ ArenaCreated create_arena_with_control(Os& os, std::string_view name, const Aren
     created.segment_bytes = segment.size();
     created.ring_capacity = segment.header().ring_capacity;
   } catch (...) {
-    remove_control_segment(os, name);
-    destroy_arena(os, name, options);
+    // Undo this call's work only. EEXIST: another create of the same name won the segment (its
+    // data in another root, or another page size): its segment and files are not ours to touch.
+    bool segment_ours = true;
+    try {
+      throw;
+    } catch (const Error& error) {
+      segment_ours = error.errno_value() != EEXIST;
+    } catch (...) {
+    }
+    if (segment_ours) remove_control_segment(os, name);
+    remove_region_files(os, created.data);
     throw;
   }
   return created;

@@ -13,9 +13,11 @@
 
 #include "base/error.h"
 #include "base/size.h"
+#include "hugemem/naming.h"
 #include "ipc/arena_control.h"
 #include "ipc/rank_attachment.h"
 #include "ipc/test_arena.h"
+#include "tests/support/fault_os.h"
 
 namespace hugepin {
 namespace {
@@ -126,6 +128,24 @@ TEST_CASE("an existing arena or segment is not created again, and not harmed") {
   ControlSegment segment = ControlSegment::open(real_os(), arena.name(), SegmentAccess::kReadOnly);
   CHECK(segment.header().rank_count == 2);
   CHECK(exists(arena.created().data.regions[0].path));
+}
+
+TEST_CASE("a create that loses the race for the segment removes its own files only, not the winner's") {
+  // The winner's arena, its data in one root.
+  test::TestArena winner("race");
+  // The loser passes the existence check (the winner's segment appears just after it), makes its
+  // data in another root, then finds the segment taken.
+  test::TempDir other_root("/dev/shm");
+  ArenaOptions options = winner.options();
+  options.shm_dir = other_root.path();
+  test::FaultInjectionOs os(real_os());
+  os.fail("open", ENOENT);  // the first open is the existence check
+  CHECK(contains(error_of([&] { create_arena_with_control(os, winner.name(), test::small_layout(2, 1), options); }),
+                 "already has a control segment"));
+  CHECK_FALSE(exists(arena_data_dir(other_root.path(), winner.name())));  // the loser's data: gone
+  ControlSegment segment = ControlSegment::open(real_os(), winner.name(), SegmentAccess::kReadOnly);
+  CHECK(segment.header().rank_count == 2);
+  for (const RegionReport& region : winner.created().data.regions) CHECK(exists(region.path));
 }
 
 TEST_CASE("a bad layout is refused before anything is made") {
