@@ -48,7 +48,8 @@ void add_arena_commands(CLI::App& app, Context& context) {
       ->check(CLI::ExistingFile)
       ->excludes(size, ranks, chunk, page_size, node);
   create->add_flag("--strict", create_args->strict, "Fail instead of falling back to a smaller page or another node");
-  create->add_option("--threads", create_args->threads, "Prefault threads per node (default: the node's CPUs, at most 16)");
+  create->add_option("--threads", create_args->threads, "Prefault threads per node (default: the node's CPUs, at most 16)")
+      ->check(CLI::Range(1, 1024));
   create->add_option("--dir", create_args->dir, "hugetlbfs mount to use (default: found in /proc/mounts)");
   create->add_flag("--json", create_args->json, "Print JSON (documented in README)");
   create->callback([&context, create_args] {

@@ -11,6 +11,7 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <system_error>
 #include <thread>
 
 #include "base/error.h"
@@ -221,7 +222,7 @@ ArenaReport create_arena(Os& os, std::string_view name, const std::vector<Region
     std::vector<std::thread> drivers;
     size_t index = 0;
     for (auto& [node, group] : by_node) {
-      drivers.emplace_back([&, slot = index++, group = group] {
+      auto drive = [&, slot = index++, group = group] {
         try {
           for (PendingRegion* region : group) {
             populate_region(os, *region, topology, options);
@@ -234,7 +235,13 @@ ArenaReport create_arena(Os& os, std::string_view name, const std::vector<Region
         } catch (...) {
           failures[slot] = std::current_exception();
         }
-      });
+      };
+      // A driver that cannot start (EAGAIN: a pid or memory limit) does its node on this thread.
+      try {
+        drivers.emplace_back(drive);
+      } catch (const std::system_error&) {
+        drive();
+      }
     }
     for (std::thread& driver : drivers) driver.join();
     for (const std::exception_ptr& failure : failures) {

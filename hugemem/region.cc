@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <exception>
+#include <system_error>
 #include <thread>
 
 #include "base/error.h"
@@ -161,15 +162,26 @@ PrefaultStats prefault(Os& os, void* addr, uint64_t length, uint64_t page_size, 
   std::vector<PrefaultMethod> used(threads, method);
   std::vector<std::thread> workers;
   auto* base = static_cast<std::byte*>(addr);
-  for (unsigned t = 0; t < threads; ++t) {
+  auto fault_share = [&](unsigned t) {
     uint64_t first_page = pages * t / threads;
     uint64_t last_page = pages * (t + 1) / threads;
-    workers.emplace_back([&, t, first_page, last_page] {
-      os.set_thread_cpus(cpus);  // best effort: placement comes from the policy, not the CPU
-      errors[t] = prefault_range(os, base + first_page * page_size, (last_page - first_page) * page_size,
-                                 page_size, &used[t]);
-    });
+    errors[t] = prefault_range(os, base + first_page * page_size, (last_page - first_page) * page_size, page_size,
+                               &used[t]);
+  };
+  // Shares whose thread could not start (EAGAIN: a pid or memory limit) are faulted here, after
+  // the others: fewer threads, the same pages, and never a joinable thread left behind.
+  unsigned started = 0;
+  for (unsigned t = 0; t < threads; ++t, ++started) {
+    try {
+      workers.emplace_back([&, t] {
+        os.set_thread_cpus(cpus);  // best effort: placement comes from the policy, not the CPU
+        fault_share(t);
+      });
+    } catch (const std::system_error&) {
+      break;
+    }
   }
+  for (unsigned t = started; t < threads; ++t) fault_share(t);
   for (std::thread& worker : workers) worker.join();
   for (unsigned t = 0; t < threads; ++t) {
     if (used[t] == PrefaultMethod::kTouch) stats.method = PrefaultMethod::kTouch;
