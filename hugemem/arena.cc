@@ -373,7 +373,7 @@ size_t destroy_arena(Os& os, std::string_view name, const ArenaOptions& where) {
                   -rc);
     }
   }
-  if (!found) throw Error(cat("no arena named '", name, "' (hugepin arena list shows the arenas)"));
+  if (!found) throw Error(cat("no arena named '", name, "' (hugepin arena list shows the arenas)"), ENOENT);
   return removed;
 }
 

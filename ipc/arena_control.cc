@@ -138,9 +138,10 @@ ArenaDestroyed destroy_arena_with_control(Os& os, std::string_view name, const A
   destroyed.control_removed = remove_control_segment(os, name);
   try {
     destroyed.region_files = destroy_arena(os, name, where);
-  } catch (const Error&) {
-    if (!destroyed.control_removed) throw;  // neither a segment nor data: no such arena
-    // A segment without data directories (a crash between the two): removing it was all.
+  } catch (const Error& error) {
+    // A segment without data directories (a crash between the two): removing it was all. Any
+    // other failure (a directory holding foreign files, a permission) is reported, not hidden.
+    if (!destroyed.control_removed || error.errno_value() != ENOENT) throw;
   }
   return destroyed;
 }

@@ -309,4 +309,14 @@ TEST_CASE("list and destroy see the segment and the data together") {
                  cat("no arena named '", arena.name(), "'")));
 }
 
+TEST_CASE("destroy says so when a data directory cannot go (it holds a file hugepin did not make)") {
+  test::TestArena arena("destroyforeign");
+  const std::string dir = arena_data_dir(arena.dir(), arena.name());
+  std::ofstream(dir + "/notes.txt") << "mine";
+  CHECK(contains(error_of([&] { destroy_arena_with_control(real_os(), arena.name(), arena.options()); }),
+                 "holds files hugepin did not create"));
+  CHECK(exists(dir + "/notes.txt"));
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace hugepin
