@@ -10,16 +10,28 @@
 namespace hugepin::log {
 namespace {
 
+// Constant-initialized: usable before any dynamic initializer runs.
 std::atomic<Level> g_level{Level::kWarn};
-std::mutex g_mutex;  // guards g_program and g_warned
-std::string g_program = "hugepin";
-std::set<std::string, std::less<>> g_warned;
+constinit std::mutex g_mutex;  // guards program() and warned()
+
+// Built on first use and never destroyed. The LD_PRELOAD shim logs from inside CUDA calls, which
+// a library's constructor can make before this library's initializers have run, and a library's
+// destructor after its destructors would have: a global std::string or std::set would be used
+// unconstructed or freed.
+std::string& program() {
+  static std::string* name = new std::string("hugepin");
+  return *name;
+}
+std::set<std::string, std::less<>>& warned() {
+  static auto* keys = new std::set<std::string, std::less<>>();
+  return *keys;
+}
 
 void emit(std::string_view tag, std::string_view message) {
   std::string line;
   {
     std::lock_guard lock(g_mutex);
-    line = g_program;
+    line = program();
   }
   line.append(": ").append(tag).append(message).push_back('\n');
   // One write per line keeps lines from concurrent threads and processes whole.
@@ -34,7 +46,7 @@ Level level() { return g_level.load(std::memory_order_relaxed); }
 
 void set_program(std::string_view name) {
   std::lock_guard lock(g_mutex);
-  g_program = name;
+  program() = name;
 }
 
 void warn(std::string_view message) {
@@ -50,7 +62,7 @@ void debug(std::string_view message) {
 void warn_once(std::string_view key, std::string_view message) {
   {
     std::lock_guard lock(g_mutex);
-    if (!g_warned.emplace(key).second) return;
+    if (!warned().emplace(key).second) return;
   }
   warn(message);
 }

@@ -228,8 +228,10 @@ int allocate(const char* entry, void** ptr, size_t bytes, unsigned flags, PinApi
   return rc;
 }
 
-// The freeing path: a shim allocation is released here; a second free of one gets the real
-// library's answer for an invalid pointer; anything else goes to the real function.
+// The freeing path: a shim allocation is released here; anything else goes to the real
+// function, a second free of a shim allocation too (with a warning): CUDA answers an address it
+// does not know as an invalid pointer, and one it has since handed out again (its own allocation
+// at a reused address) is CUDA's to free.
 template <typename RealFree>
 int free_host(const char* entry, void* ptr, RealFree real_free) {
   try {
@@ -237,9 +239,8 @@ int free_host(const char* entry, void* ptr, RealFree real_free) {
       Shim::ReleaseResult result = active->release(ptr);
       if (result.freed == Shim::Freed::kReleased) return result.code;
       if (result.freed == Shim::Freed::kFreedBefore) {
-        log::warn_once("double-free", cat(entry, "(", ptr, "): the shim freed this allocation already (a double free); "
-                                          "returning CUDA's error for an invalid pointer"));
-        return real_free(static_cast<void*>(&g_never_allocated));
+        log::warn_once("double-free", cat(entry, "(", ptr, "): the shim freed an allocation here already (a double "
+                                          "free, or CUDA memory at a reused address): passed to CUDA"));
       }
     }
   } catch (...) {

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <span>
 #include <string>
+#include <vector>
 
 namespace hugepin {
 namespace {
@@ -31,20 +32,18 @@ void* symbol_in_loaded(const char* file, const char* name) {
   return symbol;  // the handle stays open: the function must outlive a dlclose by the application
 }
 
-struct PhdrSearch {
-  const char* prefix;
-  std::string path;  // the first loaded object whose file name starts with `prefix`
-};
+// The paths of every loaded object that has one, in load order. Only collected here: dlopen
+// must not run under dl_iterate_phdr's lock.
+int collect_object(dl_phdr_info* info, size_t, void* data) {
+  auto* paths = static_cast<std::vector<std::string>*>(data);
+  if (info->dlpi_name != nullptr && info->dlpi_name[0] != '\0') paths->emplace_back(info->dlpi_name);
+  return 0;
+}
 
-// Only remembers the path: dlopen must not run under dl_iterate_phdr's lock.
-int search_object(dl_phdr_info* info, size_t, void* data) {
-  auto* search = static_cast<PhdrSearch*>(data);
-  if (info->dlpi_name == nullptr || info->dlpi_name[0] == '\0') return 0;
-  const char* slash = std::strrchr(info->dlpi_name, '/');
-  const char* base = slash != nullptr ? slash + 1 : info->dlpi_name;
-  if (std::strncmp(base, search->prefix, std::strlen(search->prefix)) != 0) return 0;
-  search->path = info->dlpi_name;
-  return 1;
+bool base_name_starts_with(const std::string& path, const char* prefix) {
+  const size_t slash = path.rfind('/');
+  const char* base = path.c_str() + (slash == std::string::npos ? 0 : slash + 1);
+  return std::strncmp(base, prefix, std::strlen(prefix)) == 0;
 }
 
 }  // namespace
@@ -60,9 +59,20 @@ void* find_real_symbol(CudaLibrary library, const char* name) {
   for (const char* file : files) {
     if ((symbol = symbol_in_loaded(file, name)) != nullptr) return symbol;
   }
-  PhdrSearch search{runtime ? "libcudart.so" : "libcuda.so", {}};
-  dl_iterate_phdr(search_object, &search);
-  return search.path.empty() ? nullptr : symbol_in_loaded(search.path.c_str(), name);
+  // Loaded under another file name (RTLD_LOCAL, so RTLD_NEXT does not see it): wheels repaired
+  // by auditwheel ship libcudart-<hash>.so.N. First the objects named like the library, then any
+  // loaded object that defines the symbol (a static cudart inside another library).
+  std::vector<std::string> paths;
+  dl_iterate_phdr(collect_object, &paths);
+  const char* prefix = runtime ? "libcudart" : "libcuda";
+  for (const std::string& path : paths) {
+    if (!base_name_starts_with(path, prefix)) continue;
+    if ((symbol = symbol_in_loaded(path.c_str(), name)) != nullptr) return symbol;
+  }
+  for (const std::string& path : paths) {
+    if ((symbol = symbol_in_loaded(path.c_str(), name)) != nullptr) return symbol;
+  }
+  return nullptr;
 }
 
 }  // namespace hugepin

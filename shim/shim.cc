@@ -186,7 +186,12 @@ Shim::ReleaseResult Shim::release(void* address) {
     remember_freed(key);
   }
   int rc = allocation.api->unregister_memory(address);
-  if (rc == allocation.api->not_registered_code()) rc = 0;  // the context that held it is gone
+  if (rc == allocation.api->not_registered_code()) {
+    // The context that held it is gone (cudaDeviceReset): the free still succeeds, and the
+    // runtime must not keep that error for the caller's next cudaGetLastError.
+    allocation.api->clear_error();
+    rc = 0;
+  }
   if (rc != 0) log::warn_once(cat("unregister:", rc), allocation.api->describe("unregistering a shim allocation", rc));
   give_back(Backing{address, allocation.bytes_given, allocation.page_size, allocation.node, allocation.in_arena});
   return {Freed::kReleased, rc};
