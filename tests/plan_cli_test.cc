@@ -149,3 +149,9 @@ TEST_CASE("arena create --plan makes exactly the planned regions") {
   CHECK((*it)["regions"].size() == 2);
   CHECK((*it)["regions"][1]["bytes"] == 160 * 4096);
 }
+
+TEST_CASE("plan --input refuses what is not a regular file, without reading it") {
+  Run zero = run_hugepin("plan --input /dev/zero");  // would be read until memory ran out
+  CHECK(zero.status == 1);
+  CHECK(zero.out.find("plan input /dev/zero is not a regular file") != std::string::npos);
+}
