@@ -8,11 +8,24 @@
 #include "cli/plan_arena.h"
 #include "cli/plan_file.h"
 #include "hugemem/arena.h"
+#include "hugemem/naming.h"
 #include "ipc/arena_control.h"
 #include "ipc/arena_layout.h"
 #include "ipc/stale_files.h"
 
 namespace hugepin::cli {
+namespace {
+
+// An arena name that cannot be one is bad usage (exit 2), not a runtime failure.
+void check_name_usage(const std::string& name) {
+  try {
+    check_arena_name(name);
+  } catch (const Error& error) {
+    throw UsageError(error.what());
+  }
+}
+
+}  // namespace
 
 void add_arena_commands(CLI::App& app, Context& context) {
   CLI::App* arena = app.add_subcommand("arena", "Create, list and destroy arenas");
@@ -55,6 +68,7 @@ void add_arena_commands(CLI::App& app, Context& context) {
   create->callback([&context, create_args] {
     if (create_args->plan.empty() && create_args->size.empty()) throw CLI::RequiredError("--plan or --size with --ranks");
     context.action = [&context, create_args] {
+      check_name_usage(create_args->name);
       ArenaOptions options;
       options.page_size = page_size_value(create_args->page_size);
       options.strict = create_args->strict;
@@ -66,8 +80,12 @@ void add_arena_commands(CLI::App& app, Context& context) {
         layout = std::move(planned.layout);
         options.page_size = planned.page_size;
       } else {
-        layout = layout_for_size(size_value(create_args->size), create_args->ranks, size_value(create_args->chunk),
-                                 create_args->node.value_or(-1));
+        try {
+          layout = layout_for_size(size_value(create_args->size), create_args->ranks, size_value(create_args->chunk),
+                                   create_args->node.value_or(-1));
+        } catch (const Error& error) {  // --size, --ranks and --chunk that do not fit together
+          throw UsageError(error.what());
+        }
       }
       ArenaCreated created = create_arena_with_control(context.os(), create_args->name, layout, options);
       if (create_args->json) {
@@ -128,6 +146,7 @@ void add_arena_commands(CLI::App& app, Context& context) {
   destroy->add_option("NAME", *destroy_name, "Arena name")->required();
   destroy->callback([&context, destroy_name] {
     context.action = [&context, destroy_name] {
+      check_name_usage(*destroy_name);
       ArenaDestroyed destroyed = destroy_arena_with_control(context.os(), *destroy_name);
       std::cout << "destroyed arena '" << *destroy_name << "' (" << destroyed.region_files << " region files"
                 << (destroyed.control_removed ? ", control segment" : "") << ")\n";

@@ -196,9 +196,14 @@ TEST_CASE("inspect, metrics and arena create refuse what is wrong with one line"
   CHECK(run_hugepin("metrics no-such-arena-here").status == 1);
   CHECK(run_hugepin("inspect --watch 0").status == 2);
   Run small = run_hugepin("arena create tiny-" + std::to_string(getpid()) + " --size 1M --ranks 1 --chunk 2M --pagesize 4K");
-  CHECK(small.status == 1);
+  CHECK(small.status == 2);  // options that do not fit together: bad usage
   CHECK(small.out.find("less than one --chunk of 2.00 MiB") != std::string::npos);
   CHECK(run_hugepin("arena create x --size 1M --ranks 1 --chunk 2Q").status == 2);
+  CHECK(run_hugepin("arena create x --size 8M --ranks 1 --chunk 0").status == 2);
+  Run bad_name = run_hugepin("arena create bad/name --size 8M --ranks 1");
+  CHECK(bad_name.status == 2);
+  CHECK(bad_name.out.find("invalid arena name 'bad/name'") != std::string::npos);
+  CHECK(run_hugepin("arena destroy ../x").status == 2);
 }
 
 TEST_CASE("bench ring runs both queues and prints JSON") {
