@@ -2,6 +2,7 @@
 #include <grp.h>
 #include <pwd.h>
 
+#include <algorithm>
 #include <iostream>
 
 #include "base/log.h"
@@ -15,6 +16,21 @@
 
 namespace hugepin::cli {
 namespace {
+
+// A node or page size this machine does not have is bad usage (exit 2), found before anything
+// is written.
+void check_pool_target(const PoolState& state, std::optional<int> node, uint64_t page_size) {
+  if (node && std::find(state.nodes.begin(), state.nodes.end(), *node) == state.nodes.end()) {
+    throw UsageError(cat("--node ", *node, ": no such NUMA node here (nodes: ", state.nodes.size(), ")"));
+  }
+  if (page_size != 0 && std::find(state.page_sizes.begin(), state.page_sizes.end(), page_size) == state.page_sizes.end()) {
+    std::string supported;
+    for (uint64_t size : state.page_sizes) supported += (supported.empty() ? "" : ", ") + page_size_name(size);
+    throw UsageError(cat("--pagesize ", page_size_name(page_size), ": not a hugepage size of this kernel (",
+                         supported.empty() ? std::string("none") : supported, ")"));
+  }
+}
+
 
 Json pool_json(const PoolState& state) {
   Json json;
@@ -124,6 +140,7 @@ void add_pool_commands(CLI::App& app, Context& context) {
     context.action = [&context, set_args] {
       uint64_t page_size = page_size_value(set_args->page_size);
       if (page_size < 2 * kMiB) throw UsageError("--pagesize must be 2M or 1G for the hugepage pool");
+      check_pool_target(read_pool(context.os()), set_args->node, page_size);
       std::vector<PoolChange> changes = set_pool(context.os(), size_value(set_args->size), set_args->node, page_size);
       print_changes(changes);
       if (std::string shortfall = shortfall_message(changes); !shortfall.empty()) throw Error(shortfall);
@@ -144,6 +161,8 @@ void add_pool_commands(CLI::App& app, Context& context) {
       PoolState state = read_pool(context.os());
       std::vector<uint64_t> sizes = state.page_sizes;
       if (!clear_args->page_size.empty()) sizes = {page_size_value(clear_args->page_size)};
+      for (uint64_t page_size : sizes) check_pool_target(state, clear_args->node, page_size);
+      if (sizes.empty()) check_pool_target(state, clear_args->node, 0);
       std::vector<PoolChange> all;
       for (uint64_t page_size : sizes) {
         std::vector<PoolChange> changes = set_pool(context.os(), 0, clear_args->node, page_size);

@@ -73,6 +73,17 @@ TEST_CASE("pool set on a copied tree writes the nodes and reports the shortfall-
   CHECK(std::fgets(text, sizeof text, file) != nullptr);
   std::fclose(file);
   CHECK(std::string(text) == "768");
+
+  // A node or page size the machine lacks is bad usage, and nothing is written.
+  Run no_node = run_hugepin("--sysroot " + dir.path() + "/root pool set 1G --node 7");
+  CHECK(no_node.status == 2);
+  CHECK(no_node.out.find("--node 7: no such NUMA node here (nodes: 2)") != std::string::npos);
+  CHECK(run_hugepin("--sysroot " + dir.path() + "/root pool clear --pagesize 4K").status == 2);
+  file = std::fopen((dir.path() + "/root/sys/devices/system/node/node1/hugepages/hugepages-2048kB/nr_hugepages").c_str(), "r");
+  REQUIRE(file != nullptr);
+  CHECK(std::fgets(text, sizeof text, file) != nullptr);
+  std::fclose(file);
+  CHECK(std::string(text) == "768");
 }
 
 TEST_CASE("bench fence runs both schedulers on the same stream and prints JSON") {
