@@ -44,6 +44,9 @@ void emit(std::string_view tag, std::string_view message) {
 void set_level(Level level) { g_level.store(level, std::memory_order_relaxed); }
 Level level() { return g_level.load(std::memory_order_relaxed); }
 
+void lock_for_fork() { g_mutex.lock(); }
+void unlock_after_fork() { g_mutex.unlock(); }
+
 void set_program(std::string_view name) {
   std::lock_guard lock(g_mutex);
   program() = name;

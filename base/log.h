@@ -15,6 +15,11 @@ Level level();
 // The prefix of every line, "hugepin" by default (the shim and the daemon set their own).
 void set_program(std::string_view name);
 
+// For a fork handler (pthread_atfork): holds the log's lock across fork, so that a child never
+// starts with it held by a thread that does not exist there.
+void lock_for_fork();
+void unlock_after_fork();
+
 void warn(std::string_view message);
 void info(std::string_view message);
 void debug(std::string_view message);

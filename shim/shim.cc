@@ -239,12 +239,21 @@ size_t Shim::live_allocations() {
   return live_.size();
 }
 
-void Shim::before_fork() { mutex_.lock(); }
+// The shim's lock, then the log's (the order every shim path takes them in): a child must not
+// inherit either held by a thread it does not have.
+void Shim::before_fork() {
+  mutex_.lock();
+  log::lock_for_fork();
+}
 
-void Shim::after_fork_in_parent() { mutex_.unlock(); }
+void Shim::after_fork_in_parent() {
+  log::unlock_after_fork();
+  mutex_.unlock();
+}
 
 void Shim::after_fork_in_child() {
   forked_ = true;
+  log::unlock_after_fork();
   mutex_.unlock();
 }
 
