@@ -79,12 +79,13 @@ void reserve_region(Os& os, PendingRegion& region, const ArenaOptions& options) 
   }
   std::string top = cat(region.backing.root_dir, "/", kDataDirName);
   if (int rc = make_dir(os, top, 0755); rc < 0) throw_errno(cat("cannot create ", top), -rc);
-  mode_t dir_mode = options.group ? 0770 : 0700;
-  if (int rc = make_dir(os, region.dir, dir_mode); rc < 0) throw_errno(cat("cannot create ", region.dir), -rc);
+  // Directory and file are made private and opened to the group only once they belong to it:
+  // made with group bits, they would be open to the creator's primary group in between.
+  if (int rc = make_dir(os, region.dir, 0700); rc < 0) throw_errno(cat("cannot create ", region.dir), -rc);
   if (options.group) share_dir_with_group(os, region.dir, *options.group);
 
   mode_t file_mode = options.group ? (options.mode | 0060) & 0660 : options.mode;
-  int fd = os.open(region.path, O_RDWR | O_CREAT | O_EXCL, file_mode);
+  int fd = os.open(region.path, O_RDWR | O_CREAT | O_EXCL, file_mode & 0600);
   if (fd == -EEXIST) {
     throw Error(cat("region file ", region.path, " already exists: remove the old arena first (hugepin arena destroy ",
                     std::string_view(region.dir).substr(region.dir.rfind('/') + 1), ")"), EEXIST);
