@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -56,6 +57,34 @@ void remove_created(Os& os, std::vector<PendingRegion>& pending) {
     dirs.insert(region.dir);
   }
   for (const std::string& dir : dirs) os.rmdir(dir);  // fails harmlessly when not empty
+}
+
+// 4 KiB regions live in a tmpfs (/dev/shm) that NCCL, PyTorch and others share: an arena that
+// does not fit is refused before a byte is written, not discovered by filling it. (Hugepage
+// regions need no such check: the pool reserves their pages at mmap, or the mmap fails.)
+void check_shm_space(Os& os, const std::vector<PendingRegion>& pending) {
+  std::map<std::string, uint64_t> needed;  // root -> bytes of 4 KiB regions
+  for (const PendingRegion& region : pending) {
+    // A region over the size limit is refused, with that reason, when it is made.
+    if (region.backing.page_size != 4 * kKiB || region.request.bytes > kMaxRegionBytes) continue;
+    const uint64_t bytes = round_up(region.request.bytes, 4 * kKiB).value_or(UINT64_MAX);
+    uint64_t& total = needed[region.backing.root_dir];
+    total = bytes > UINT64_MAX - total ? UINT64_MAX : total + bytes;
+  }
+  for (const auto& [root, bytes] : needed) {
+    int fd = os.open(root, O_RDONLY | O_DIRECTORY, 0);
+    if (fd < 0) continue;  // reported where the region is made
+    struct statfs fs {};
+    const int rc = os.fstatfs(fd, &fs);
+    os.close(fd);
+    if (rc < 0) continue;
+    const uint64_t available = static_cast<uint64_t>(fs.f_bavail) * static_cast<uint64_t>(fs.f_bsize);
+    if (bytes > available) {
+      throw Error(cat("the arena's 4 KiB regions need ", format_bytes(bytes), " in ", root, ", which has ",
+                      format_bytes(available), " free: reserve hugepages (hugepin pool set) or ask for less"),
+                  ENOSPC);
+    }
+  }
 }
 
 // A group-shared arena's directory belongs to its group, or members could not reach its files.
@@ -210,6 +239,7 @@ ArenaReport create_arena(Os& os, std::string_view name, const std::vector<Region
     region.report.node_requested = region.request.node;
     region.report.fallback = region.backing.fallback;
   }
+  check_shm_space(os, pending);
 
   try {
     for (PendingRegion& region : pending) reserve_region(os, region, options);

@@ -3,6 +3,8 @@
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
+#include <filesystem>
+
 #include <cstdio>
 #include <sstream>
 #include <string>
@@ -215,6 +217,12 @@ TEST_CASE("inspect, metrics and arena create refuse what is wrong with one line"
   CHECK(bad_name.status == 2);
   CHECK(bad_name.out.find("invalid arena name 'bad/name'") != std::string::npos);
   CHECK(run_hugepin("arena destroy ../x").status == 2);
+  // 4 KiB regions that do not fit the shm file system: refused before anything is written.
+  const std::string huge = "huge-" + std::to_string(getpid());
+  Run too_big = run_hugepin("arena create " + huge + " --size 40T --ranks 4 --pagesize 4K");
+  CHECK(too_big.status == 1);
+  CHECK(too_big.out.find("free: reserve hugepages") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists("/dev/shm/hugepin/" + huge));
 }
 
 TEST_CASE("bench ring runs both queues and prints JSON") {
