@@ -38,9 +38,13 @@ void* Shim::serve(const char* entry, uint64_t bytes, uint32_t flags, PinApi& api
       give_back(backing);
       throw;
     }
-    log::info(cat(entry, "(", format_bytes(bytes), ") served: ", format_bytes(backing.bytes), " of ",
-                  page_size_name(backing.page_size), " pages on node ", backing.node,
-                  backing.in_arena ? cat(" from arena '", config_.arena, "' rank ", config_.rank) : std::string(" (private)")));
+    try {  // from here the allocation is the caller's: a failure to log must not lose it
+      log::info(cat(entry, "(", format_bytes(bytes), ") served: ", format_bytes(backing.bytes), " of ",
+                    page_size_name(backing.page_size), " pages on node ", backing.node,
+                    backing.in_arena ? cat(" from arena '", config_.arena, "' rank ", config_.rank)
+                                     : std::string(" (private)")));
+    } catch (...) {
+    }
     return backing.address;
   } catch (const Fallback& fallback) {
     log::warn_once(fallback.cause(), cat(entry, "(", format_bytes(bytes), ") goes to CUDA: ", fallback.what()));
@@ -142,7 +146,12 @@ void Shim::record(const Backing& backing, uint64_t bytes_asked, uint32_t flags, 
   Allocation& allocation = live_[address];
   allocation = Allocation{bytes_asked, backing.bytes, backing.page_size, backing.node, flags, &api, backing.in_arena, -1};
   if (freed_.erase(address) == 1) std::erase(freed_order_, address);
-  publish(address, allocation);
+  try {
+    publish(address, allocation);
+  } catch (...) {
+    // The table only makes the allocation visible to hugepin shim list: whatever goes wrong there
+    // (out of memory), the allocation itself is made and tracked, and is returned to the caller.
+  }
 }
 
 void Shim::publish(uintptr_t address, Allocation& allocation) {
