@@ -172,6 +172,22 @@ struct Backend {
   std::string fallback;
 };
 
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+// What a save or a load reports, from the manifest it wrote or read.
+void fill_report(SnapshotReport& report, std::string arena, const std::string& dir, const SnapshotManifest& manifest,
+                 const Progress& progress, const Backend& backend, Clock::time_point start) {
+  report.arena = std::move(arena);
+  report.dir = dir;
+  report.generation = manifest.generation;
+  report.regions = manifest.regions.size();
+  report.bytes = progress.total;
+  for (const RegionManifest& region : manifest.regions) report.chunks += region.chunks;
+  report.backend = backend.description;
+  report.fallback = backend.fallback;
+  report.seconds = seconds_since(start);
+}
+
 // Writes one region to `path` through the spill path, checksumming each chunk while the writes
 // are in flight, then syncs the file.
 RegionManifest save_region(Os& os, const RegionFile& region, const std::string& path, uint64_t generation,
@@ -315,8 +331,6 @@ std::optional<SnapshotManifest> committed_manifest(Os& os, const std::string& di
   }
 }
 
-double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
-
 }  // namespace
 
 SnapshotManifest read_snapshot_manifest(Os& os, const std::string& dir) {
@@ -387,15 +401,7 @@ SnapshotReport save_snapshot(Os& os, std::string_view arena, const std::string& 
   }
   step(options, "cleaned");
 
-  report.arena = manifest.arena;
-  report.dir = dir;
-  report.generation = manifest.generation;
-  report.regions = manifest.regions.size();
-  report.bytes = progress.total;
-  for (const RegionManifest& region : manifest.regions) report.chunks += region.chunks;
-  report.backend = backend.description;
-  report.fallback = backend.fallback;
-  report.seconds = seconds_since(start);
+  fill_report(report, manifest.arena, dir, manifest, progress, backend, start);
   return report;
 }
 
@@ -437,15 +443,7 @@ SnapshotReport load_snapshot(Os& os, std::string_view arena, const std::string& 
   }
 
   SnapshotReport report;
-  report.arena = std::string(arena);
-  report.dir = dir;
-  report.generation = manifest.generation;
-  report.regions = manifest.regions.size();
-  report.bytes = progress.total;
-  for (const RegionManifest& region : manifest.regions) report.chunks += region.chunks;
-  report.backend = backend.description;
-  report.fallback = backend.fallback;
-  report.seconds = seconds_since(start);
+  fill_report(report, std::string(arena), dir, manifest, progress, backend, start);
   return report;
 }
 
