@@ -1,7 +1,6 @@
 #include "bench/gpu_copy_bench.h"
 
 #include <cuda_runtime_api.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -15,7 +14,6 @@
 #include "dma/copy_engine.h"
 #include "dma/gpu_runtime.h"
 #include "dma/pinning.h"
-#include "hugemem/arena.h"
 
 namespace hugepin::bench {
 namespace {
@@ -43,13 +41,7 @@ std::vector<GpuCopyRow> run_gpu_copy_bench(const GpuCopyOptions& options,
                                            const std::function<void(const std::string&)>& progress) {
   // The host side: an arena region twice the bytes moved, pinned, so blocks can scatter.
   const uint64_t pool_bytes = 2 * options.bytes;
-  ArenaOptions arena;
-  arena.page_size = options.page_size;
-  arena.hugetlbfs_dir = options.hugetlbfs_dir;
-  std::string name = cat("bench-copy-", getpid());
-  create_arena(real_os(), name, {{0, pool_bytes, -1}}, arena);
-  MappedRegion region = open_region(real_os(), name, 0, true, arena);
-  destroy_arena(real_os(), name, arena);  // the mapping keeps the pages until we are done
+  MappedRegion region = scratch_region("copy", pool_bytes, options.page_size, options.hugetlbfs_dir);
   GpuRuntime* runtime = cuda_runtime();
   PinOptions pin;
   pin.device = options.device;

@@ -3,7 +3,6 @@
 #include <cublas_api.h>
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -17,7 +16,6 @@
 #include "dma/cuda_check.h"
 #include "dma/gpu_runtime.h"
 #include "dma/pinning.h"
-#include "hugemem/arena.h"
 
 namespace hugepin::bench {
 namespace {
@@ -107,13 +105,7 @@ std::vector<OverlapRow> run_overlap_bench(const OverlapOptions& options,
 
   // Copy side: a pinned region and device blocks, twice the bytes of one launch per direction.
   const uint64_t pool = 2 * options.copy_bytes;
-  ArenaOptions arena;
-  arena.page_size = options.page_size;
-  arena.hugetlbfs_dir = options.hugetlbfs_dir;
-  std::string name = cat("bench-overlap-", getpid());
-  create_arena(real_os(), name, {{0, pool, -1}}, arena);
-  MappedRegion region = open_region(real_os(), name, 0, true, arena);
-  destroy_arena(real_os(), name, arena);
+  MappedRegion region = scratch_region("overlap", pool, options.page_size, options.hugetlbfs_dir);
   PinOptions pin;
   pin.device = options.device;
   pin.alignment = region.page_size();

@@ -1,10 +1,12 @@
 #include "bench/gpu_support.h"
 
 #include <cuda_runtime_api.h>
+#include <unistd.h>
 
 #include "base/error.h"
 #include "base/size.h"
 #include "dma/cuda_check.h"
+#include "hugemem/arena.h"
 
 namespace hugepin::bench {
 namespace {
@@ -56,6 +58,17 @@ double contiguous_both(void* device, void* host, uint64_t bytes) {
     check_cuda(cudaMemcpyAsync(d, h, bytes, cudaMemcpyHostToDevice, streams[0]), "cudaMemcpyAsync");
     check_cuda(cudaMemcpyAsync(h + bytes, d + bytes, bytes, cudaMemcpyDeviceToHost, streams[1]), "cudaMemcpyAsync");
   });
+}
+
+MappedRegion scratch_region(std::string_view tag, uint64_t bytes, uint64_t page_size, const std::string& hugetlbfs_dir) {
+  ArenaOptions arena;
+  arena.page_size = page_size;
+  arena.hugetlbfs_dir = hugetlbfs_dir;
+  const std::string name = cat("bench-", tag, "-", getpid());
+  create_arena(real_os(), name, {{0, bytes, -1}}, arena);
+  MappedRegion region = open_region(real_os(), name, 0, true, arena);
+  destroy_arena(real_os(), name, arena);
+  return region;
 }
 
 }  // namespace hugepin::bench
