@@ -19,6 +19,7 @@
 #include "base/size.h"
 #include "dma/detail/block_batch.h"
 #include "dma/test_disk.h"
+#include "tests/support/error_text.h"
 #include "tests/support/fault_os.h"
 #include "tests/support/temp_dir.h"
 
@@ -117,7 +118,7 @@ class ShortOs : public test::ForwardingOs {
   size_t limit_;
 };
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using test::contains;
 
 }  // namespace
 

@@ -24,6 +24,7 @@
 #include "base/size.h"
 #include "dma/test_disk.h"
 #include "hugemem/arena.h"
+#include "tests/support/error_text.h"
 #include "tests/support/temp_dir.h"
 
 namespace hugepin {
@@ -80,7 +81,7 @@ std::string read_text(const std::string& path) {
 
 void write_text(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::trunc) << text; }
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using test::contains;
 
 // Runs `body` in a child process; returns how it ended: the exit code, or -signal.
 template <typename Body>

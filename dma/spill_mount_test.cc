@@ -19,6 +19,7 @@
 #include "dma/spill.h"
 #include "dma/test_disk.h"
 #include "hugemem/arena.h"
+#include "tests/support/error_text.h"
 #include "tests/support/gate.h"
 #include "tests/support/temp_dir.h"
 
@@ -74,7 +75,7 @@ std::set<std::string> names_in(const std::string& dir) {
   return names;
 }
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using test::contains;
 
 }  // namespace
 

@@ -25,6 +25,7 @@
 #include "base/size.h"
 #include "dma/test_disk.h"
 #include "hugemem/arena.h"
+#include "tests/support/error_text.h"
 #include "tests/support/fault_os.h"
 #include "tests/support/temp_dir.h"
 
@@ -89,7 +90,7 @@ void round_trip(SpillFile& file, std::span<std::byte> memory, uint64_t seed) {
   CHECK_FALSE(find_pattern_mismatch(memory.data(), memory.size(), seed));
 }
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using test::contains;
 
 // Opens with O_DIRECT fail as on a file system without it.
 class NoDirectOs : public test::ForwardingOs {

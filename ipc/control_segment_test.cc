@@ -17,21 +17,14 @@
 #include "ipc/arena_control.h"
 #include "ipc/rank_attachment.h"
 #include "ipc/test_arena.h"
+#include "tests/support/error_text.h"
 #include "tests/support/fault_os.h"
 
 namespace hugepin {
 namespace {
 
-std::string error_of(const std::function<void()>& call) {
-  try {
-    call();
-  } catch (const Error& error) {
-    return error.what();
-  }
-  return "";
-}
-
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using test::error_of;
+using test::contains;
 
 // Overwrites `bytes` at `offset` of file `path`.
 void poke(const std::string& path, uint64_t offset, const void* bytes, size_t size) {

@@ -13,20 +13,13 @@
 #include "ipc/arena_control.h"
 #include "ipc/rank_attachment.h"
 #include "ipc/test_arena.h"
+#include "tests/support/error_text.h"
 
 namespace hugepin {
 namespace {
 
-std::string error_of(const std::function<void()>& call) {
-  try {
-    call();
-  } catch (const Error& error) {
-    return error.what();
-  }
-  return "";
-}
-
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using test::error_of;
+using test::contains;
 
 std::vector<Report> drain(ArenaControl& control, uint32_t rank) {
   std::vector<Report> all;
