@@ -21,6 +21,9 @@ constexpr uint64_t kSmPieceBytes = 64 * 1024;  // a warp's unit of a large block
 constexpr uint32_t kBulkMaxStageBytes = 32 * 1024;
 constexpr uint32_t kBulkSharedBudget = 192 * 1024;
 constexpr size_t kBatchLimit = 8192;  // copies per cudaMemcpyBatchAsync call
+// SM kernels: pairs uploaded before the first kernel of a launch, and the most in one upload.
+constexpr uint64_t kFirstUploadPairs = 4096;
+constexpr uint64_t kMaxUploadPairs = 65536;
 
 class CudaCompletion final : public CopyCompletion {
  public:
@@ -63,16 +66,17 @@ class MetadataSlots {
   MetadataSlots(const MetadataSlots&) = delete;
   MetadataSlots& operator=(const MetadataSlots&) = delete;
 
-  // Uploads views then pairs on `stream`; returns the device copies. The slot is released by
-  // record_after(stream) once the kernel that reads them is enqueued.
-  std::pair<const UnitView*, const UnitPair*> upload(const std::vector<UnitView>& views,
-                                                     std::span<const BlockPair> pairs, cudaStream_t stream) {
+  // Takes the next slot (waiting until its last kernel is done), sized for `views` and
+  // `pair_count` pairs, and uploads the views on `stream`. Pairs follow with upload_pairs(); the
+  // slot is released by record_after(stream) once the kernels that read them are enqueued.
+  std::pair<const UnitView*, const UnitPair*> reserve(const std::vector<UnitView>& views, size_t pair_count,
+                                                      cudaStream_t stream) {
     Slot& slot = slots_[next_];
     current_ = next_;
     next_ = (next_ + 1) % slots_.size();
     if (slot.event != nullptr) check_cuda(cudaEventSynchronize(slot.event), "waiting for a metadata slot");
-    const size_t view_bytes = views.size() * sizeof(UnitView);
-    const size_t bytes = view_bytes + pairs.size() * sizeof(UnitPair);
+    view_bytes_ = views.size() * sizeof(UnitView);
+    const size_t bytes = view_bytes_ + pair_count * sizeof(UnitPair);
     if (bytes > slot.capacity) {
       cudaFreeHost(slot.host);
       cudaFree(slot.device);
@@ -82,12 +86,23 @@ class MetadataSlots {
       check_cuda(cudaMallocHost(&slot.host, slot.capacity), "allocating copy metadata (host)");
       check_cuda(cudaMalloc(&slot.device, slot.capacity), "allocating copy metadata (device)");
     }
-    std::memcpy(slot.host, views.data(), view_bytes);
-    static_assert(sizeof(UnitPair) == sizeof(BlockPair));
-    std::memcpy(static_cast<char*>(slot.host) + view_bytes, pairs.data(), pairs.size() * sizeof(UnitPair));
-    check_cuda(cudaMemcpyAsync(slot.device, slot.host, bytes, cudaMemcpyHostToDevice, stream), "uploading copy metadata");
+    std::memcpy(slot.host, views.data(), view_bytes_);
+    check_cuda(cudaMemcpyAsync(slot.device, slot.host, view_bytes_, cudaMemcpyHostToDevice, stream),
+               "uploading copy metadata");
     auto* base = static_cast<char*>(slot.device);
-    return {reinterpret_cast<const UnitView*>(base), reinterpret_cast<const UnitPair*>(base + view_bytes)};
+    return {reinterpret_cast<const UnitView*>(base), reinterpret_cast<const UnitPair*>(base + view_bytes_)};
+  }
+
+  // Stages `pairs` as pairs [first, first + pairs.size()) of the reserved slot and uploads them on
+  // `stream`.
+  void upload_pairs(std::span<const BlockPair> pairs, size_t first, cudaStream_t stream) {
+    Slot& slot = slots_[current_];
+    static_assert(sizeof(UnitPair) == sizeof(BlockPair));
+    const size_t offset = view_bytes_ + first * sizeof(UnitPair);
+    std::memcpy(static_cast<char*>(slot.host) + offset, pairs.data(), pairs.size_bytes());
+    check_cuda(cudaMemcpyAsync(static_cast<char*>(slot.device) + offset, static_cast<char*>(slot.host) + offset,
+                               pairs.size_bytes(), cudaMemcpyHostToDevice, stream),
+               "uploading copy metadata");
   }
 
   void record_after(cudaStream_t stream) {
@@ -106,6 +121,7 @@ class MetadataSlots {
   std::array<Slot, 4> slots_{};
   size_t next_ = 0;
   size_t current_ = 0;
+  size_t view_bytes_ = 0;  // of the slot reserved last
 };
 
 bool aligned16(std::span<const SegmentView> views) {
@@ -238,23 +254,31 @@ class CudaCopyEngine final : public CopyEngine {
     layout.piece_bytes = piece;
     layout.pair_count = pairs.size();
     MetadataSlots& slots = metadata_[static_cast<int>(direction)];
-    auto [views, device_pairs] = slots.upload(unit_views, pairs, stream);
+    auto [views, device_pairs] = slots.reserve(unit_views, pairs.size(), stream);
     const unsigned blocks = std::max(1u, options_.sm_blocks);
     uint64_t pair_bytes = 0;
     for (const SegmentView& view : views_) pair_bytes += view.block_bytes;
     const uint64_t per_kernel = options_.sm_slice_bytes == 0
                                     ? pairs.size()
                                     : std::max<uint64_t>(1, options_.sm_slice_bytes / std::max<uint64_t>(pair_bytes, 1));
-    for (uint64_t first = 0; first < pairs.size(); first += per_kernel) {
-      layout.pair_count = std::min<uint64_t>(per_kernel, pairs.size() - first);
-      if (bulk) {
-        const size_t shared = static_cast<size_t>(bulk_pipelines_) * detail::kBulkStages * bulk_stage_bytes_;
-        detail::sm_bulk_kernel<<<blocks, 32 * bulk_pipelines_, shared, stream>>>(layout, views, device_pairs + first,
-                                                                                bulk_stage_bytes_);
-      } else {
-        detail::sm_load_store_kernel<<<blocks, 1024, 0, stream>>>(layout, views, device_pairs + first);
+    // Pairs go up in batches that double in size, each followed by its kernels: the GPU starts
+    // on the first batch while this thread stages the next, instead of waiting for the whole
+    // list (262144 pairs, 4 MiB, for 1 GiB of 4 KiB blocks) to be staged and uploaded.
+    uint64_t batch = kFirstUploadPairs;
+    for (uint64_t first = 0; first < pairs.size(); first += batch, batch = std::min(2 * batch, kMaxUploadPairs)) {
+      const uint64_t end = std::min<uint64_t>(pairs.size(), first + batch);
+      slots.upload_pairs(pairs.subspan(first, end - first), first, stream);
+      for (uint64_t kernel_first = first; kernel_first < end; kernel_first += per_kernel) {
+        layout.pair_count = std::min<uint64_t>(per_kernel, end - kernel_first);
+        if (bulk) {
+          const size_t shared = static_cast<size_t>(bulk_pipelines_) * detail::kBulkStages * bulk_stage_bytes_;
+          detail::sm_bulk_kernel<<<blocks, 32 * bulk_pipelines_, shared, stream>>>(
+              layout, views, device_pairs + kernel_first, bulk_stage_bytes_);
+        } else {
+          detail::sm_load_store_kernel<<<blocks, 1024, 0, stream>>>(layout, views, device_pairs + kernel_first);
+        }
+        check_cuda(cudaGetLastError(), cat("launching the ", backend_name(backend), " copy kernel"));
       }
-      check_cuda(cudaGetLastError(), cat("launching the ", backend_name(backend), " copy kernel"));
     }
     slots.record_after(stream);
   }

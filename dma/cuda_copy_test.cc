@@ -194,6 +194,27 @@ TEST_CASE("SM kernels cut into several kernels per launch move the same bytes") 
   }
 }
 
+TEST_CASE("SM launches of more pairs than one metadata upload move the same bytes") {
+  // The engine uploads a launch's pairs in batches of 4096, 8192, ... pairs, each followed by its
+  // kernels: 16384 pairs take three batches, and with a slice each batch several kernels.
+  Fixture& f = *g_fixture;
+  uint64_t seed = 700;
+  for (uint64_t slice : {uint64_t{0}, 1 * kMiB}) {
+    CAPTURE(slice);
+    CopyEngineOptions options = f.engine_options();
+    options.sm_slice_bytes = slice;
+    auto engine = make_cuda_copy_engine(f.views(4 * kKiB), options);
+    const uint64_t blocks = engine->views()[0].device_blocks;
+    REQUIRE(blocks >= 16384);
+    std::vector<BlockPair> pairs = random_pairs(blocks, 16384, seed);
+    for (Direction direction : {Direction::kHostToDevice, Direction::kDeviceToHost}) {
+      for (CopyBackend backend : {CopyBackend::kSmLoadStore, CopyBackend::kSmBulk}) {
+        check_copy(*engine, direction, backend, pairs, ++seed);
+      }
+    }
+  }
+}
+
 TEST_CASE("unaligned blocks: the SM kernels refuse them, auto moves them by DMA") {
   Fixture& f = *g_fixture;
   std::vector<SegmentView> views = f.views(4 * kKiB);
