@@ -62,6 +62,8 @@ std::vector<GpuCopyRow> run_gpu_copy_bench(const GpuCopyOptions& options,
     engine_options.device = options.device;
     engine_options.sm_blocks = options.sm_blocks;
     engine_options.sm_slice_bytes = options.sm_slice_bytes;
+    engine_options.auto_sm_below_h2d = options.auto_sm_below;
+    engine_options.auto_sm_below_d2h = options.auto_sm_below;
     engine_options.host_split_base = reinterpret_cast<uintptr_t>(region.data());
     engine_options.host_split_bytes = pinned.chunk_bytes();
     auto engine = make_cuda_copy_engine({view}, engine_options);

@@ -18,6 +18,7 @@ struct GpuCopyOptions {
   unsigned repeat = 5;
   unsigned sm_blocks = 4;
   uint64_t sm_slice_bytes = 0;         // CopyEngineOptions::sm_slice_bytes
+  uint64_t auto_sm_below = 1 << 20;    // CopyEngineOptions::auto_sm_below_h2d and _d2h
   int device = 0;
   uint64_t page_size = 0;              // host region: 0 best available
   std::string hugetlbfs_dir;

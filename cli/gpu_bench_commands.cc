@@ -175,6 +175,7 @@ void add_gpu_bench_commands(CLI::App& bench, Context& context) {
     unsigned repeat = 5;
     unsigned sm_blocks = 4;
     std::string sm_slice = "0";
+    std::string sm_below = "1M";
     int device = 0;
     std::string page_size = "auto";
     std::string dir;
@@ -187,6 +188,9 @@ void add_gpu_bench_commands(CLI::App& bench, Context& context) {
   copy->add_option("--repeat", copy_args->repeat, "Runs per row")->check(CLI::Range(1, 100));
   copy->add_option("--sm-blocks", copy_args->sm_blocks, "Thread blocks of the SM kernels")->check(CLI::Range(1, 1024));
   copy->add_option("--sm-slice", copy_args->sm_slice, "Most bytes per SM kernel (0: one kernel per launch)")
+      ->check(size_validator());
+  copy->add_option("--sm-below", copy_args->sm_below,
+                   "auto: an SM kernel for blocks smaller than this, batched DMA from it up (both directions)")
       ->check(size_validator());
   copy->add_option("--device", copy_args->device, "GPU to copy to and from")->check(CLI::Range(0, 63));
   copy->add_option("--pagesize", copy_args->page_size, "Host region page size")->check(page_size_validator(true));
@@ -201,6 +205,7 @@ void add_gpu_bench_commands(CLI::App& bench, Context& context) {
       options.repeat = copy_args->repeat;
       options.sm_blocks = copy_args->sm_blocks;
       options.sm_slice_bytes = size_value(copy_args->sm_slice);
+      options.auto_sm_below = size_value(copy_args->sm_below);
       options.device = copy_args->device;
       options.page_size = page_size_value(copy_args->page_size);
       options.hugetlbfs_dir = copy_args->dir;
