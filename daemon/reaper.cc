@@ -1,10 +1,12 @@
 #include "daemon/reaper.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "base/error.h"
 #include "base/log.h"
 #include "ipc/arena_control.h"
+#include "ipc/arena_lock.h"
 #include "ipc/control_segment.h"
 #include "ipc/inspect.h"
 
@@ -94,9 +96,17 @@ void Reaper::expire(ArenaState& state, ReapReport& report) {
       state.unowned_ns < options_.retention_ns) {
     return;
   }
-  // Looked at once more right before: a worker or scheduler may have attached since this pass
-  // observed the arena. (What is left is the moment between this look and the destroy.)
-  if (observe_arena(name, 0, /*record=*/false).owned) return;
+  // Under the arena's lock, exclusive of claims (ipc/arena_lock.h), looked at once more: a
+  // worker or scheduler may have attached since this pass observed the arena, and none can
+  // between this look and the destroy. A claim in progress leaves the arena to the next pass.
+  std::optional<ArenaDestroyLock> lock;
+  try {
+    lock = ArenaDestroyLock::try_take(*os_, name);
+  } catch (const Error& error) {
+    report.events.push_back(cat("arena '", name, "' is past its retention but cannot be locked: ", error.what()));
+    return;
+  }
+  if (!lock || observe_arena(name, 0, /*record=*/false).owned) return;
   try {
     ArenaDestroyed destroyed = destroy_arena_with_control(*os_, name, options_.where);
     ++report.expired;

@@ -12,6 +12,7 @@
 #include "base/log.h"
 #include "base/process.h"
 #include "hugemem/naming.h"
+#include "ipc/arena_lock.h"
 #include "ipc/owner_word.h"
 
 namespace hugepin {
@@ -154,6 +155,7 @@ ArenaControl ArenaControl::adopt(Os& os, std::string_view name) {
   control.segment_ = ControlSegment::open(os, name, SegmentAccess::kReadWrite);
   SchedulerCounters& counters = control.segment_.scheduler_counters();
   const uint64_t mine = owner_word(self_identity(os));
+  const ArenaClaimLock claim_lock = ArenaClaimLock::take(os, control.segment_, name);  // see ipc/arena_lock.h
   for (;;) {
     // Acquire pairs with the release compare-and-swaps below and in release().
     uint64_t holder = counters.owner.load(std::memory_order_acquire);

@@ -107,6 +107,8 @@ class ControlSegment {
   gid_t owner_gid() const { return file_.st_gid; }
   mode_t mode() const { return file_.st_mode & 07777; }
   SegmentAccess access() const { return access_; }
+  // The segment's descriptor (owned here; for locks: ipc/arena_lock.h).
+  int fd() const { return mapping_.fd(); }
 
   // Writable parts. Each throws Error when the segment was opened read-only.
   // REQUIRES: rank < header().rank_count.

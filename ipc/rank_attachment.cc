@@ -9,6 +9,7 @@
 #include "base/log.h"
 #include "base/process.h"
 #include "base/size.h"
+#include "ipc/arena_lock.h"
 #include "ipc/owner_word.h"
 
 namespace hugepin {
@@ -63,6 +64,8 @@ RankAttachment RankAttachment::attach(Os& os, std::string_view arena, uint32_t t
   RegionRecord& record = attachment.segment_.region(rank);
   const ProcessIdentity self = self_identity(os);
   const uint64_t mine = owner_word(self);
+  // Held until the attach is done: a retention destroy cannot run between the claim and here.
+  ArenaClaimLock claim_lock = ArenaClaimLock::take(os, attachment.segment_, arena);
   const uint64_t replaced = claim(os, record, mine, name);
   attachment.record_ = &record;
   attachment.rank_ = rank;

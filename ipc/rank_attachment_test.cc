@@ -6,11 +6,13 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "base/error.h"
 #include "base/process.h"
 #include "ipc/arena_control.h"
+#include "ipc/arena_lock.h"
 #include "ipc/rank_attachment.h"
 #include "ipc/test_arena.h"
 #include "tests/support/error_text.h"
@@ -288,6 +290,71 @@ TEST_CASE("a scheduler asleep on the arena's doorbell wakes for a worker in anot
   CHECK(reports[0].kind == ReportKind::kAttach);
   CHECK(reports[1].kind == ReportKind::kDetach);
   CHECK(reports[0].value == static_cast<uint64_t>(pid));
+}
+
+TEST_CASE("claims and a retention destroy exclude each other through the arena's lock") {
+  test::TestArena arena("lock");
+  {
+    // A claim in progress: the destroy lock is refused, without waiting.
+    ControlSegment segment = ControlSegment::open(real_os(), arena.name(), SegmentAccess::kReadOnly);
+    ArenaClaimLock claim = ArenaClaimLock::take(real_os(), segment, arena.name());
+    ArenaClaimLock second = ArenaClaimLock::take(real_os(), segment, arena.name());  // claims share it
+    CHECK_FALSE(ArenaDestroyLock::try_take(real_os(), arena.name()).has_value());
+  }
+  std::optional<ArenaDestroyLock> destroy = ArenaDestroyLock::try_take(real_os(), arena.name());
+  REQUIRE(destroy.has_value());
+  CHECK_FALSE(ArenaDestroyLock::try_take(real_os(), arena.name()).has_value());  // one destroy at a time
+
+  // A worker that opened the segment before the destroy waits for the lock, then finds the arena
+  // gone; a full attach in another child cannot claim its rank while the destroy holds the lock.
+  int opened[2];
+  REQUIRE(pipe(opened) == 0);
+  std::fflush(nullptr);
+  pid_t waiter = fork();
+  REQUIRE(waiter >= 0);
+  if (waiter == 0) {
+    destroy.reset();  // the child's copy of the locked descriptor (flock locks follow copies)
+    close(opened[0]);
+    int code = 1;
+    try {
+      ControlSegment segment = ControlSegment::open(real_os(), arena.name(), SegmentAccess::kReadWrite);
+      char byte = 1;
+      (void)!write(opened[1], &byte, 1);
+      std::string why = error_of([&] { ArenaClaimLock::take(real_os(), segment, arena.name()); });
+      if (contains(why, cat("arena '", arena.name(), "' was destroyed while this process was claiming a role in it"))) {
+        code = 0;
+      } else {
+        std::fprintf(stderr, "waiter: %s\n", why.c_str());
+      }
+    } catch (const std::exception& error) {
+      std::fprintf(stderr, "waiter: %s\n", error.what());
+    }
+    _exit(code);
+  }
+  close(opened[1]);
+  char byte = 0;
+  REQUIRE(read(opened[0], &byte, 1) == 1);
+  close(opened[0]);
+  pid_t attacher = fork();
+  REQUIRE(attacher >= 0);
+  if (attacher == 0) {
+    destroy.reset();
+    // Fails either way once the arena is gone: waiting on the lock, or opening no segment.
+    const std::string why = error_of([&] { RankAttachment::attach(real_os(), arena.name(), 0, 0); });
+    _exit(contains(why, "was destroyed") || contains(why, "cannot open control segment") ? 0 : 1);
+  }
+  usleep(200 * 1000);  // time for the attacher to reach the lock (or not: the checks hold either way)
+  {
+    ControlSegment segment = ControlSegment::open(real_os(), arena.name(), SegmentAccess::kReadOnly);
+    CHECK(read_rank_status(real_os(), segment.view().regions[0]).pid == 0);  // nobody claimed rank 0
+  }
+  destroy_arena_with_control(real_os(), arena.name(), arena.options());
+  destroy.reset();
+  int status = 0;
+  REQUIRE(waitpid(waiter, &status, 0) == waiter);
+  CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+  REQUIRE(waitpid(attacher, &status, 0) == attacher);
+  CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
 }
 
 }  // namespace hugepin

@@ -1,5 +1,6 @@
 // hugepind's reaper with a real daemon: a worker killed while attached is marked dead; an arena
-// without owner past the retention is destroyed while an owned one is kept; stale files are
+// without owner past the retention is destroyed while an owned one, or one a claim holds locked, is
+// kept; stale files are
 // listed (by the daemon and by `hugepin arena list --stale`) and removed only when configured.
 #include <doctest/doctest.h>
 #include <signal.h>
@@ -7,12 +8,14 @@
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 #include "base/error.h"
 #include "daemon/protocol.h"
 #include "hugemem/naming.h"
 #include "ipc/arena_control.h"
+#include "ipc/arena_lock.h"
 #include "ipc/inspect.h"
 #include "ipc/rank_attachment.h"
 #include "tests/support/daemon_harness.h"
@@ -95,6 +98,12 @@ TEST_CASE("an arena without owner past the retention is destroyed; one with a li
   test::TestDaemon d("retention");
   d.set("HUGEPIN_RETENTION", "300ms");
   d.start();
+  // "claiming" stands for a worker caught in the middle of its claim: this test holds the arena's
+  // claim lock (ipc/arena_lock.h), so no pass may destroy it, past its retention or not.
+  REQUIRE(d.create("claiming")["ok"] == true);
+  const std::string claiming = d.arena("claiming");
+  std::optional<ControlSegment> claiming_segment{ControlSegment::open(real_os(), claiming, SegmentAccess::kReadOnly)};
+  std::optional<ArenaClaimLock> claim{ArenaClaimLock::take(real_os(), *claiming_segment, claiming)};
   REQUIRE(d.create("owned")["ok"] == true);
   const std::string owned = d.arena("owned");
   pid_t worker = start_worker(owned, 0);
@@ -114,6 +123,13 @@ TEST_CASE("an arena without owner past the retention is destroyed; one with a li
   CHECK(exists(control_segment_path(owned)));
   CHECK(d.log().find(expired_line) != std::string::npos);
   CHECK(test::TestDaemon::wait_until([&] { return d.ask("status")["reaper"]["arenas_expired"] == 1; }));
+  // Older than the orphan and reaped in name order before it, "claiming" was past its retention
+  // in the pass that destroyed the orphan: its lock kept it.
+  CHECK(exists(control_segment_path(claiming)));
+  CHECK(exists(arena_data_dir(d.dir(), claiming)));
+  claim.reset();
+  claiming_segment.reset();
+  CHECK(test::TestDaemon::wait_until([&] { return !exists(control_segment_path(claiming)); }));
 
   // Its worker gone, the owned arena expires too.
   kill_worker(worker);

@@ -1,0 +1,89 @@
+#include "ipc/arena_lock.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+
+#include <utility>
+
+#include "base/error.h"
+
+namespace hugepin {
+
+// --- ArenaClaimLock ---
+
+ArenaClaimLock ArenaClaimLock::take(Os& os, const ControlSegment& segment, std::string_view arena) {
+  const int fd = segment.fd();
+  int rc;
+  do {
+    rc = os.flock(fd, LOCK_SH);
+  } while (rc == -EINTR);
+  if (rc < 0) throw_errno(cat("cannot lock control segment ", segment.path(), " to claim a role in arena '", arena, "'"), -rc);
+  ArenaClaimLock lock;
+  lock.os_ = &os;
+  lock.fd_ = fd;
+  struct stat st {};
+  if (rc = os.fstat(fd, &st); rc < 0) throw_errno(cat("cannot stat control segment ", segment.path()), -rc);
+  if (st.st_nlink == 0) {
+    throw Error(cat("arena '", arena, "' was destroyed while this process was claiming a role in it"), ENOENT);
+  }
+  return lock;
+}
+
+ArenaClaimLock::~ArenaClaimLock() { release(); }
+
+ArenaClaimLock::ArenaClaimLock(ArenaClaimLock&& other) noexcept
+    : os_(other.os_), fd_(std::exchange(other.fd_, -1)) {}
+
+ArenaClaimLock& ArenaClaimLock::operator=(ArenaClaimLock&& other) noexcept {
+  if (this != &other) {
+    release();
+    os_ = other.os_;
+    fd_ = std::exchange(other.fd_, -1);
+  }
+  return *this;
+}
+
+void ArenaClaimLock::release() noexcept {
+  if (fd_ < 0) return;
+  (void)os_->flock(fd_, LOCK_UN);
+  fd_ = -1;
+}
+
+// --- ArenaDestroyLock ---
+
+std::optional<ArenaDestroyLock> ArenaDestroyLock::try_take(Os& os, std::string_view arena) {
+  const std::string path = control_segment_path(arena);
+  const int fd = os.open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC, 0);
+  if (fd == -ENOENT) return std::nullopt;
+  if (fd < 0) throw_errno(cat("cannot open control segment ", path, " to lock arena '", arena, "'"), -fd);
+  ArenaDestroyLock lock;
+  lock.os_ = &os;
+  lock.fd_ = fd;
+  const int rc = os.flock(fd, LOCK_EX | LOCK_NB);
+  if (rc == -EWOULDBLOCK || rc == -EINTR) return std::nullopt;
+  if (rc < 0) throw_errno(cat("cannot lock control segment ", path), -rc);
+  return lock;
+}
+
+ArenaDestroyLock::~ArenaDestroyLock() { release(); }
+
+ArenaDestroyLock::ArenaDestroyLock(ArenaDestroyLock&& other) noexcept
+    : os_(other.os_), fd_(std::exchange(other.fd_, -1)) {}
+
+ArenaDestroyLock& ArenaDestroyLock::operator=(ArenaDestroyLock&& other) noexcept {
+  if (this != &other) {
+    release();
+    os_ = other.os_;
+    fd_ = std::exchange(other.fd_, -1);
+  }
+  return *this;
+}
+
+void ArenaDestroyLock::release() noexcept {
+  if (fd_ < 0) return;
+  os_->close(fd_);
+  fd_ = -1;
+}
+
+}  // namespace hugepin
