@@ -121,6 +121,16 @@ TEST_CASE("requests are checked: ranges, sizes and alignment") {
   std::vector<BlockPair> bad{{0, 4}};
   CHECK_THROWS_WITH_AS(check_copy_request({&view, 1}, bad, Direction::kHostToDevice, 1),
                        doctest::Contains("block pair 0 (0 -> 4) is out of range for segment view 0"), Error);
+  // The first bad pair is named, in the view that refuses it (a second view with fewer blocks).
+  alignas(16) static std::byte host2[4096 * 2];
+  std::vector<SegmentView> two{view, contiguous_view(0x20000000, host2, 4096, 2)};
+  std::vector<BlockPair> later{{0, 1}, {3, 0}, {1, 3}};
+  CHECK_THROWS_WITH_AS(check_copy_request(two, later, Direction::kDeviceToHost, 1),
+                       doctest::Contains("block pair 1 (3 -> 0) is out of range for segment view 1 (d2h: 2 source "
+                                         "blocks, 2 destination blocks)"),
+                       Error);
+  std::vector<BlockPair> fits{{1, 0}, {0, 1}};
+  CHECK_NOTHROW(check_copy_request(two, fits, Direction::kDeviceToHost, 1));
   SegmentView odd = view;
   odd.block_bytes = 4095;
   odd.device_block_stride = 4095;
