@@ -5,11 +5,14 @@
 //      thread blocks.
 //   2. How do both directions at once share the link when either side is an SM kernel? Every
 //      mix of {SM kernel, cudaMemcpyBatchAsync} for loads and stores.
+//   3. The engine's own kernel (dma/cuda_copy_kernels.cuh) against this probe's, the pair list
+//      already on the GPU: how much of what `hugepin bench copy` loses to the probe is the kernel.
 // Usage (root, a GPU, 1100 x 2 MiB hugepages): sm_traffic_probe. Prints GB/s, best of 4.
 #include <cstring>
 #include <functional>
 
 #include "bench/probes/probe_support.cuh"
+#include "dma/cuda_copy_kernels.cuh"
 
 namespace {
 
@@ -163,6 +166,54 @@ int main() {
                     store_sm ? "sm" : "dma", r.load, r.store, r.both);
       }
     }
+    check(cudaFree(loads), "cudaFree");
+    check(cudaFree(stores), "cudaFree");
+  }
+
+  std::printf("\n3. the engine's kernel and this probe's, 4 SMs, pairs already on the GPU\n%7s %-7s %7s %7s %7s\n",
+              "BLOCK", "KERNEL", "H2D", "D2H", "BOTH");
+  for (uint64_t block : {uint64_t{4096}, uint64_t{16384}}) {
+    const std::vector<Pair> pairs = probe::random_pairs(kBytes / block, random);
+    const std::vector<Pair> back = reversed(pairs);
+    Pair* loads = upload(pairs);
+    Pair* stores = upload(back);
+    // One view per direction, as the engine orients them (hugepin::UnitView, dma/copy_units.h).
+    auto view_of = [&](const char* src, const char* dst) {
+      hugepin::UnitView view{reinterpret_cast<uint64_t>(src), block, reinterpret_cast<uint64_t>(dst), block, block, 0};
+      hugepin::UnitView* device = nullptr;
+      check(cudaMalloc(&device, sizeof(view)), "cudaMalloc");
+      check(cudaMemcpy(device, &view, sizeof(view), cudaMemcpyHostToDevice), "upload view");
+      return device;
+    };
+    hugepin::UnitView* load_view = view_of(s.host_src, s.device_dst);
+    hugepin::UnitView* store_view = view_of(s.device_src, s.host_dst);
+    hugepin::UnitLayout layout{1, 65536, 1, pairs.size()};  // blocks of at most 64 KiB: one piece each
+    static_assert(sizeof(hugepin::UnitPair) == sizeof(Pair));
+    for (bool engine : {true, false}) {
+      Rates r = measure(
+          s,
+          [&] {
+            if (engine) {
+              hugepin::detail::sm_load_store_kernel<<<4, 1024, 0, s.loads>>>(
+                  layout, load_view, reinterpret_cast<const hugepin::UnitPair*>(loads));
+            } else {
+              probe::warp_copy_kernel<<<4, 1024, 0, s.loads>>>(s.host_src, s.device_dst, loads, pairs.size(), block);
+            }
+          },
+          [&] {
+            if (engine) {
+              hugepin::detail::sm_load_store_kernel<<<4, 1024, 0, s.stores>>>(
+                  layout, store_view, reinterpret_cast<const hugepin::UnitPair*>(stores));
+            } else {
+              probe::warp_copy_kernel<<<4, 1024, 0, s.stores>>>(s.device_src, s.host_dst, stores, back.size(), block);
+            }
+          });
+      check(cudaGetLastError(), "kernel");
+      std::printf("%7llu %-7s %7.1f %7.1f %7.1f\n", static_cast<unsigned long long>(block), engine ? "engine" : "probe",
+                  r.load, r.store, r.both);
+    }
+    check(cudaFree(load_view), "cudaFree");
+    check(cudaFree(store_view), "cudaFree");
     check(cudaFree(loads), "cudaFree");
     check(cudaFree(stores), "cudaFree");
   }
