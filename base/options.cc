@@ -60,7 +60,7 @@ constexpr std::array<OptionSpec, kOptionCount> kTable{{
     {Option::kReapInterval, "HUGEPIN_REAP_INTERVAL", "5s", kDuration, "", 0, 0,
      "how often dead workers are marked, retention checked and stale files looked for", kDaemon},
     {Option::kRetention, "HUGEPIN_RETENTION", "0", kDuration, "", 0, 0,
-     "destroy an arena that has had no live worker, scheduler or creator for this long; 0: never", kDaemon},
+     "destroy an arena that has had no live worker, scheduler, creator or locked region for this long; 0: never", kDaemon},
     {Option::kRemoveStale, "HUGEPIN_REMOVE_STALE", "0", kBool, "", 0, 0,
      "remove stale files (arena files that belong to no arena) older than HUGEPIN_STALE_GRACE", kDaemon},
     {Option::kStaleGrace, "HUGEPIN_STALE_GRACE", "1h", kDuration, "", 0, 0,

@@ -100,6 +100,7 @@ Json arena_state_json(const ArenaState& state) {
             {"bytes", check.bytes},
             {"live_workers", state.live_workers},
             {"dead_ranks", state.dead_ranks},
+            {"locked_regions", state.locked_regions},
             {"scheduler_alive", state.scheduler_alive},
             {"creator_alive", state.creator_alive},
             {"owned", state.owned},

@@ -29,7 +29,7 @@ std::string daemon_metrics_text(const DaemonFigures& f) {
   sample(out, "hugepind_requests_total", f.requests_refused, "result=\"refused\"");
   family(out, "hugepind_connections", "gauge", "Client connections open now.");
   sample(out, "hugepind_connections", f.connections);
-  family(out, "hugepind_arenas", "gauge", "Arenas hugepind manages, by whether a live worker, scheduler or creator owns them.");
+  family(out, "hugepind_arenas", "gauge", "Arenas hugepind manages, by whether a live worker, scheduler, creator or region lock owns them.");
   sample(out, "hugepind_arenas", f.arenas_owned, "owned=\"true\"");
   sample(out, "hugepind_arenas", f.arenas - f.arenas_owned, "owned=\"false\"");
   family(out, "hugepind_quarantined_arenas", "gauge", "Inconsistent arenas moved to quarantine and not yet removed by hand.");

@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "base/error.h"
+#include "base/file_locks.h"
 #include "base/log.h"
 #include "ipc/arena_control.h"
 #include "ipc/arena_lock.h"
@@ -53,11 +54,12 @@ ArenaState Reaper::observe_arena(const std::string& name, int64_t now_ns, bool r
     for (const RankSnapshot& rank : snapshot.ranks) {
       if (rank.status.alive) ++state.live_workers;
       if (rank_dead(rank.status)) ++state.dead_ranks;
+      if (file_is_locked(*os_, rank.backing_path)) ++state.locked_regions;
     }
   } catch (const Error&) {
     // Unreadable or corrupt: the check says why; nobody can be seen owning it.
   }
-  state.owned = state.live_workers > 0 || state.scheduler_alive || state.creator_alive;
+  state.owned = state.live_workers > 0 || state.scheduler_alive || state.creator_alive || state.locked_regions > 0;
   auto it = watches_.find(name);
   if (record) {
     if (it == watches_.end() || it->second.created_realtime_ns != created_realtime_ns) {
@@ -111,7 +113,7 @@ void Reaper::expire(ArenaState& state, ReapReport& report) {
     ArenaDestroyed destroyed = destroy_arena_with_control(*os_, name, options_.where);
     ++report.expired;
     watches_.erase(name);
-    report.events.push_back(cat("arena '", name, "' had no live worker, scheduler or creator for ",
+    report.events.push_back(cat("arena '", name, "' had no live worker, scheduler, creator or locked region for ",
                                 state.unowned_ns / 1'000'000'000, " s (retention ", options_.retention_ns / 1'000'000'000,
                                 " s): destroyed (", destroyed.region_files, " region files)"));
     state.check.health = ArenaHealth::kNoSegment;

@@ -3,7 +3,8 @@
 //   - a rank whose attached worker is dead is marked dead (mark_rank_dead_if_gone), so the
 //     scheduler and the inspector see it, and the next worker takes it over
 //   - an arena is owned while any rank has a live attached worker, a live process holds its
-//     scheduler role, or its creator (other than hugepind itself) still runs; one that has had no
+//     scheduler role, a process holds a lock on one of its region files (the shim maps its
+//     region so), or its creator (other than hugepind itself) still runs; one that has had no
 //     owner for `retention` is destroyed (never when retention is 0, the default)
 //   - stale files (ipc/stale_files.h) are found, and removed when `remove_stale` is set, once
 //     older than `stale_grace` and not in use
@@ -45,6 +46,7 @@ struct ArenaState {
   uint32_t ranks = 0;
   uint32_t live_workers = 0;
   uint32_t dead_ranks = 0;         // marked dead, or held by a worker that is gone
+  uint32_t locked_regions = 0;     // region files a process holds locked (the shim's mappings)
   bool scheduler_alive = false;
   pid_t scheduler_pid = 0;
   bool creator_alive = false;

@@ -1,7 +1,6 @@
 #include "ipc/stale_files.h"
 
 #include <fcntl.h>
-#include <sys/file.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -9,6 +8,7 @@
 #include <optional>
 
 #include "base/error.h"
+#include "base/file_locks.h"
 #include "base/file_status.h"
 #include "hugemem/arena.h"
 #include "hugemem/naming.h"
@@ -25,15 +25,6 @@ int64_t realtime_ns() {
 
 int64_t ctime_ns(const struct stat& st) {
   return static_cast<int64_t>(st.st_ctim.tv_sec) * 1'000'000'000 + st.st_ctim.tv_nsec;
-}
-
-// True when another process holds a lock on `path` (the shim locks the region it maps).
-bool locked_by_someone(Os& os, const std::string& path) {
-  int fd = os.open(path, O_RDONLY, 0);
-  if (fd < 0) return false;
-  int rc = os.flock(fd, LOCK_SH | LOCK_NB);
-  os.close(fd);  // closing drops the probe's own lock
-  return rc == -EWOULDBLOCK;
 }
 
 // Adds `st` to the stale arena's newest-change time (kept in age_ns as a time until the end).
@@ -63,7 +54,7 @@ std::optional<StaleArena> data_without_segment(Os& os, const std::string& arena,
       ++stale.region_files;
       stale.bytes += static_cast<uint64_t>(st->st_size);
       note_change(stale, *st, false);
-      if (locked_by_someone(os, path)) stale.in_use = true;
+      if (file_is_locked(os, path)) stale.in_use = true;  // the shim locks the region it maps
     }
   }
   if (stale.paths.empty()) return std::nullopt;

@@ -3,7 +3,9 @@
 // kept; stale files are
 // listed (by the daemon and by `hugepin arena list --stale`) and removed only when configured.
 #include <doctest/doctest.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -107,13 +109,20 @@ TEST_CASE("an arena without owner past the retention is destroyed; one with a li
   REQUIRE(d.create("owned")["ok"] == true);
   const std::string owned = d.arena("owned");
   pid_t worker = start_worker(owned, 0);
+  // "mapped" stands for an arena a process uses through the shim: its region file is locked
+  // (after the worker's fork, which would otherwise hold the lock too).
+  REQUIRE(d.create("mapped")["ok"] == true);
+  const std::string mapped = d.arena("mapped");
+  const int region_fd = open(inspect_arena(real_os(), mapped).ranks.at(0).backing_path.c_str(), O_RDWR | O_CLOEXEC);
+  REQUIRE(region_fd >= 0);
+  REQUIRE(flock(region_fd, LOCK_EX | LOCK_NB) == 0);
   // The orphan is created after the owned arena got its worker: when the orphan expires, the owned
   // arena is older than the retention too, but it had a live worker all along and must remain.
   REQUIRE(d.create("orphan")["ok"] == true);
   const std::string orphan = d.arena("orphan");
   // The reaper removes the segment, then the region files, then logs: wait for all three, since a
   // test that looks right after the first can see the others still under way.
-  const std::string expired_line = cat("arena '", orphan, "' had no live worker, scheduler or creator for ");
+  const std::string expired_line = cat("arena '", orphan, "' had no live worker, scheduler, creator or locked region for ");
   CHECK(test::TestDaemon::wait_until([&] {
     return !exists(control_segment_path(orphan)) && !exists(arena_data_dir(d.dir(), orphan)) &&
            d.log().find(expired_line) != std::string::npos;
@@ -130,6 +139,9 @@ TEST_CASE("an arena without owner past the retention is destroyed; one with a li
   claim.reset();
   claiming_segment.reset();
   CHECK(test::TestDaemon::wait_until([&] { return !exists(control_segment_path(claiming)); }));
+  CHECK(exists(control_segment_path(mapped)));  // older than the orphan too, but its region is locked
+  close(region_fd);
+  CHECK(test::TestDaemon::wait_until([&] { return !exists(control_segment_path(mapped)); }));
 
   // Its worker gone, the owned arena expires too.
   kill_worker(worker);
