@@ -51,11 +51,8 @@ bool file_is_locked(Os& os, const std::string& path) {
   struct stat st {};
   bool locked = false;
   if (os.fstat(fd, &st) == 0) {
-    if (std::optional<std::set<FileKey>> held = locked_files(os)) {
-      locked = held->count({st.st_dev, st.st_ino}) != 0;
-    } else {
-      locked = os.flock(fd, LOCK_SH | LOCK_NB) == -EWOULDBLOCK;
-    }
+    std::optional<std::set<FileKey>> held = locked_files(os);
+    locked = (held && held->count({st.st_dev, st.st_ino}) != 0) || os.flock(fd, LOCK_SH | LOCK_NB) == -EWOULDBLOCK;
   }
   os.close(fd);  // closing drops a probe's own lock
   return locked;

@@ -3,6 +3,9 @@
 #include "shim/shim.h"
 
 #include <doctest/doctest.h>
+#include <sys/file.h>
+
+#include <cerrno>
 
 #include <map>
 #include <mutex>
@@ -14,6 +17,7 @@
 #include "base/size.h"
 #include "hugemem/arena.h"
 #include "shim/shim_registry.h"
+#include "tests/support/fault_os.h"
 #include "tests/support/temp_dir.h"
 
 namespace hugepin {
@@ -159,6 +163,41 @@ TEST_CASE("a missing arena, a full region and a missing GPU fall through or serv
   strict.strict = true;
   Shim strict_shim(*f.tree, strict);
   CHECK(strict_shim.serve("cudaHostAlloc", kMiB, 0, f.pin) == nullptr);  // no GPU known
+}
+
+// Refuses the region's lock (EWOULDBLOCK) `refusals` times, as another process's brief probe or a
+// second user of the rank would.
+class ContendedLockOs final : public test::ForwardingOs {
+ public:
+  ContendedLockOs(Os& target, int refusals) : ForwardingOs(target), refusals_(refusals) {}
+  int flock(int fd, int operation) override {
+    ++calls;
+    if (refusals_ > 0 && (operation & LOCK_EX) != 0) {
+      --refusals_;
+      return -EWOULDBLOCK;
+    }
+    return ForwardingOs::flock(fd, operation);
+  }
+  int calls = 0;
+
+ private:
+  int refusals_;
+};
+
+TEST_CASE("a region lock refused for a moment (a probe) is tried again; one held for good falls through") {
+  Fixture f;
+  f.make_arena("kv", 4 * kMiB);
+  ContendedLockOs probed(*f.tree, 2);
+  Shim shim(probed, f.config("kv"));
+  void* memory = shim.serve("cudaHostAlloc", kMiB, 0, f.pin);
+  CHECK(memory != nullptr);  // served from the arena on the third try
+  CHECK(probed.calls == 3);
+  shim.release(memory);
+
+  ContendedLockOs held(*f.tree, 1000);
+  Shim other(held, f.config("kv"));
+  CHECK(other.serve("cudaHostAlloc", kMiB, 0, f.pin) == nullptr);  // another process maps the rank
+  CHECK(held.calls == 5);
 }
 
 TEST_CASE("the GPU's node is looked up once per PCI address") {
