@@ -44,7 +44,7 @@ struct CopyEngineOptions {
   // SM kernels: at most this many bytes per kernel, a launch being cut into several kernels;
   // 0: no cut by bytes (a launch of more than 4096 pairs still runs as a few kernels, one per
   // batch of pairs uploaded: 4096, 8192, ... up to 65536 pairs, so that copying starts before
-  // the whole pair list is staged). An SM that a copy kernel holds returns to compute only when the
+  // the whole pair list is staged). With a slice, kernels also end at those batch boundaries. An SM that a copy kernel holds returns to compute only when the
   // kernel ends, and a GEMM that sizes its grid to every SM waits for it: on the H200, copies of
   // 16 KiB blocks by one kernel per 512 MiB slowed a bf16 GEMM loop by 35%; 1 MiB kernels by
   // 0.6%, but they move 4 KiB blocks at 38 GB/s instead of 47 when the GPU is otherwise idle

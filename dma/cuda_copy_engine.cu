@@ -78,13 +78,15 @@ class MetadataSlots {
     view_bytes_ = views.size() * sizeof(UnitView);
     const size_t bytes = view_bytes_ + pair_count * sizeof(UnitPair);
     if (bytes > slot.capacity) {
+      const size_t capacity = std::max<size_t>(bytes, slot.capacity * 2);
       cudaFreeHost(slot.host);
       cudaFree(slot.device);
       slot.host = nullptr;
       slot.device = nullptr;
-      slot.capacity = std::max<size_t>(bytes, slot.capacity * 2);
-      check_cuda(cudaMallocHost(&slot.host, slot.capacity), "allocating copy metadata (host)");
-      check_cuda(cudaMalloc(&slot.device, slot.capacity), "allocating copy metadata (device)");
+      slot.capacity = 0;  // until both allocations below succeed: a failed one must not be reused
+      check_cuda(cudaMallocHost(&slot.host, capacity), "allocating copy metadata (host)");
+      check_cuda(cudaMalloc(&slot.device, capacity), "allocating copy metadata (device)");
+      slot.capacity = capacity;
     }
     std::memcpy(slot.host, views.data(), view_bytes_);
     check_cuda(cudaMemcpyAsync(slot.device, slot.host, view_bytes_, cudaMemcpyHostToDevice, stream),
