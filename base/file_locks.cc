@@ -1,61 +1,37 @@
 #include "base/file_locks.h"
 
 #include <fcntl.h>
-#include <sys/file.h>
-#include <sys/stat.h>
-#include <sys/sysmacros.h>
+#include <unistd.h>
 
 #include <cerrno>
 
-#include <cstdlib>
-#include <sstream>
-
 namespace hugepin {
+namespace {
 
-std::set<FileKey> parse_locked_files(std::string_view proc_locks) {
-  // "1: FLOCK  ADVISORY  WRITE 18417 00:1b:65210 0 EOF"; a waiter's line has "->" after the id.
-  std::set<FileKey> files;
-  std::istringstream lines{std::string(proc_locks)};
-  std::string line;
-  while (std::getline(lines, line)) {
-    std::istringstream fields(line);
-    std::string id, type, mode, access, pid, file;
-    if (!(fields >> id >> type)) continue;
-    if (type == "->") continue;
-    if (!(fields >> mode >> access >> pid >> file)) continue;
-    // major and minor in hex, the inode in decimal.
-    const size_t first = file.find(':');
-    const size_t second = file.find(':', first == std::string::npos ? first : first + 1);
-    if (first == std::string::npos || second == std::string::npos) continue;
-    char* end = nullptr;
-    const unsigned long major_number = std::strtoul(file.c_str(), &end, 16);
-    if (end != file.c_str() + first) continue;
-    const unsigned long minor_number = std::strtoul(file.c_str() + first + 1, &end, 16);
-    if (end != file.c_str() + second) continue;
-    const unsigned long long inode = std::strtoull(file.c_str() + second + 1, &end, 10);
-    if (end != file.c_str() + file.size() || second + 1 == file.size()) continue;
-    files.insert({makedev(major_number, minor_number), static_cast<ino_t>(inode)});
-  }
-  return files;
+struct flock whole_file(short type) {
+  struct flock lock {};
+  lock.l_type = type;
+  lock.l_whence = SEEK_SET;
+  lock.l_start = 0;
+  lock.l_len = 0;  // to the end, however long the file grows
+  return lock;
 }
 
-std::optional<std::set<FileKey>> locked_files(Os& os) {
-  std::string text;
-  if (os.read_file("/proc/locks", &text) < 0) return std::nullopt;
-  return parse_locked_files(text);
+}  // namespace
+
+int lock_file_for_use(Os& os, int fd) {
+  struct flock lock = whole_file(F_WRLCK);
+  return os.fcntl_lock(fd, F_OFD_SETLK, &lock);
 }
 
 bool file_is_locked(Os& os, const std::string& path) {
-  const int fd = os.open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW, 0);
-  if (fd < 0) return false;
-  struct stat st {};
-  bool locked = false;
-  if (os.fstat(fd, &st) == 0) {
-    std::optional<std::set<FileKey>> held = locked_files(os);
-    locked = (held && held->count({st.st_dev, st.st_ino}) != 0) || os.flock(fd, LOCK_SH | LOCK_NB) == -EWOULDBLOCK;
-  }
-  os.close(fd);  // closing drops a probe's own lock
-  return locked;
+  const int fd = os.open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0);
+  if (fd == -ENOENT) return false;
+  if (fd < 0) return true;
+  struct flock lock = whole_file(F_RDLCK);
+  const int rc = os.fcntl_lock(fd, F_OFD_GETLK, &lock);
+  os.close(fd);
+  return rc < 0 || lock.l_type != F_UNLCK;
 }
 
 }  // namespace hugepin

@@ -9,6 +9,7 @@
 // thread-safe.
 #pragma once
 
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -76,6 +77,8 @@ class Os {
   virtual int read_data_file(const std::string& path, std::string* contents) = 0;
   // flock(2): an advisory lock on the open file description of `fd`.
   virtual int flock(int fd, int operation) = 0;
+  // fcntl(2) with a record-lock command (F_OFD_SETLK, F_OFD_GETLK, ...) on `lock`.
+  virtual int fcntl_lock(int fd, int command, struct flock* lock) = 0;
   virtual int mount(const std::string& source, const std::string& target,
                     const std::string& fstype, unsigned long flags, const std::string& data) = 0;
   virtual int umount(const std::string& target) = 0;

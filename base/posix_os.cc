@@ -170,6 +170,7 @@ class PosixOs final : public Os {
     return read_whole_file(path, contents);
   }
   int flock(int fd, int operation) override { return result_or_errno(::flock(fd, operation)); }
+  int fcntl_lock(int fd, int command, struct flock* lock) override { return result_or_errno(::fcntl(fd, command, lock)); }
   int mount(const std::string& source, const std::string& target, const std::string& fstype,
             unsigned long flags, const std::string& data) override {
     return result_or_errno(

@@ -1,21 +1,14 @@
 #include "shim/arena_region.h"
 
-#include <sys/file.h>
-
 #include <cerrno>
-#include <ctime>
 
+#include "base/file_locks.h"
 #include "base/size.h"
 #include "hugemem/arena.h"
 #include "hugemem/naming.h"
 #include "shim/fallback.h"
 
 namespace hugepin {
-namespace {
-
-constexpr int kLockAttempts = 5;  // 1 ms apart
-
-}  // namespace
 
 std::unique_ptr<ArenaRegion> ArenaRegion::open(Os& os, const ShimConfig& config) {
   const std::string where = cat("arena '", config.arena, "' rank ", config.rank);
@@ -32,18 +25,9 @@ std::unique_ptr<ArenaRegion> ArenaRegion::open(Os& os, const ShimConfig& config)
   } catch (const Error& error) {
     throw Fallback("arena-open", cat("cannot use ", where, " (rank from ", config.rank_source, "): ", error.what()));
   }
-  // hugepind and `hugepin arena list --stale` probe the lock (LOCK_SH | LOCK_NB, for
-  // microseconds) where /proc/locks does not show it to them (another PID namespace): a refusal
-  // is tried again a few times before it means that another process maps the region.
-  int rc = 0;
-  for (int attempt = 1;; ++attempt) {
-    rc = os.flock(mapping.fd(), LOCK_EX | LOCK_NB);
-    if (rc != -EWOULDBLOCK || attempt == kLockAttempts) break;
-    const timespec pause{0, 1'000'000};
-    nanosleep(&pause, nullptr);
-  }
-  if (rc < 0) {
-    throw Fallback("arena-busy", rc == -EWOULDBLOCK
+  // Held while mapped; others ask with file_is_locked, which takes no lock (base/file_locks.h).
+  if (int rc = lock_file_for_use(os, mapping.fd()); rc < 0) {
+    throw Fallback("arena-busy", rc == -EAGAIN || rc == -EACCES
                                      ? cat(where, " is in use by another process (", mapping.path(),
                                            "): give each process its own rank with HUGEPIN_RANK")
                                      : cat("cannot lock ", mapping.path(), ": ", errno_text(-rc)));

@@ -2,7 +2,8 @@
 // pages (shim/region_allocator.h); each extent is one allocation the shim hands out and the
 // caller registers with CUDA on its own, as cudaHostAlloc memory would be.
 //
-// The region file is locked (flock, exclusive, non-blocking) for as long as this process maps it:
+// The region file is locked (an open-file-description write lock, base/file_locks.h, taken
+// without waiting) for as long as this process maps it:
 // two processes carving one region would hand out the same bytes, so the second one is refused
 // and its requests go to CUDA. The lock goes with the process (exit, crash).
 //

@@ -5,7 +5,6 @@
 #include <doctest/doctest.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,6 +13,7 @@
 #include <string>
 
 #include "base/error.h"
+#include "base/file_locks.h"
 #include "daemon/protocol.h"
 #include "hugemem/naming.h"
 #include "ipc/arena_control.h"
@@ -115,7 +115,7 @@ TEST_CASE("an arena without owner past the retention is destroyed; one with a li
   const std::string mapped = d.arena("mapped");
   const int region_fd = open(inspect_arena(real_os(), mapped).ranks.at(0).backing_path.c_str(), O_RDWR | O_CLOEXEC);
   REQUIRE(region_fd >= 0);
-  REQUIRE(flock(region_fd, LOCK_EX | LOCK_NB) == 0);
+  REQUIRE(lock_file_for_use(real_os(), region_fd) == 0);  // as the shim holds what it maps
   // The orphan is created after the owned arena got its worker: when the orphan expires, the owned
   // arena is older than the retention too, but it had a live worker all along and must remain.
   REQUIRE(d.create("orphan")["ok"] == true);

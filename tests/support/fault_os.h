@@ -50,6 +50,7 @@ class ForwardingOs : public Os {
     return target_.read_data_file(path, contents);
   }
   int flock(int fd, int operation) override { return target_.flock(fd, operation); }
+  int fcntl_lock(int fd, int command, struct flock* lock) override { return target_.fcntl_lock(fd, command, lock); }
   int mount(const std::string& source, const std::string& target, const std::string& fstype, unsigned long flags,
             const std::string& data) override {
     return target_.mount(source, target, fstype, flags, data);
