@@ -1,9 +1,13 @@
 #include "base/file_locks.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
+#include <ctime>
 
 namespace hugepin {
 namespace {
@@ -32,6 +36,22 @@ bool file_is_locked(Os& os, const std::string& path) {
   const int rc = os.fcntl_lock(fd, F_OFD_GETLK, &lock);
   os.close(fd);
   return rc < 0 || lock.l_type != F_UNLCK;
+}
+
+int lock_shared_while_linked(Os& os, int fd, int64_t timeout_ns) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::nanoseconds(timeout_ns);
+  int rc;
+  while ((rc = os.flock(fd, LOCK_SH | LOCK_NB)) == -EWOULDBLOCK) {
+    if (std::chrono::steady_clock::now() >= deadline) return -EBUSY;
+    const timespec pause{0, 1'000'000};
+    nanosleep(&pause, nullptr);
+  }
+  if (rc < 0) return rc;
+  struct stat st {};
+  rc = os.fstat(fd, &st);
+  if (rc == 0 && st.st_nlink == 0) rc = -ENOENT;
+  if (rc < 0) (void)os.flock(fd, LOCK_UN);
+  return rc;
 }
 
 }  // namespace hugepin

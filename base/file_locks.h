@@ -7,6 +7,7 @@
 // (/proc/locks hides those it cannot see).
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "base/os.h"
@@ -22,5 +23,11 @@ int lock_file_for_use(Os& os, int fd);
 // file cannot be asked (no permission, no descriptors), true: callers treat a file they cannot see
 // into as in use rather than destroy it.
 bool file_is_locked(Os& os, const std::string& path);
+
+// Takes flock(LOCK_SH) on `fd`, waiting at most `timeout_ns` for an exclusive holder (polling, so
+// a stuck holder cannot hang the caller), then checks that the file is still linked. Returns 0
+// with the lock held; -EBUSY when the exclusive holder kept it past the timeout; -ENOENT when the
+// file was unlinked meanwhile (the lock is then dropped again); another -errno.
+int lock_shared_while_linked(Os& os, int fd, int64_t timeout_ns);
 
 }  // namespace hugepin

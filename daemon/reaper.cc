@@ -51,11 +51,13 @@ ArenaState Reaper::observe_arena(const std::string& name, int64_t now_ns, bool r
     state.scheduler_pid = snapshot.scheduler_pid;
     state.creator_alive = snapshot.creator_alive && snapshot.header.creator_pid != self_;
     created_realtime_ns = snapshot.header.created_realtime_ns;
+    state.created_realtime_ns = created_realtime_ns;
     for (const RankSnapshot& rank : snapshot.ranks) {
       if (rank.status.alive) ++state.live_workers;
       if (rank_dead(rank.status)) ++state.dead_ranks;
       if (file_is_locked(*os_, rank.backing_path)) ++state.locked_regions;
     }
+    state.inspected = true;
   } catch (const Error&) {
     // Unreadable or corrupt: the check says why; nobody can be seen owning it.
   }
@@ -94,7 +96,7 @@ void Reaper::mark_dead_ranks(const std::string& name, ReapReport& report) {
 
 void Reaper::expire(ArenaState& state, ReapReport& report) {
   const std::string& name = state.check.name;
-  if (options_.retention_ns <= 0 || state.owned || state.check.health != ArenaHealth::kConsistent ||
+  if (options_.retention_ns <= 0 || state.owned || !state.inspected || state.check.health != ArenaHealth::kConsistent ||
       state.unowned_ns < options_.retention_ns) {
     return;
   }
@@ -108,7 +110,17 @@ void Reaper::expire(ArenaState& state, ReapReport& report) {
     report.events.push_back(cat("arena '", name, "' is past its retention but cannot be locked: ", error.what()));
     return;
   }
-  if (!lock || observe_arena(name, 0, /*record=*/false).owned) return;
+  if (!lock) {
+    report.events.push_back(cat("arena '", name, "' is past its retention but a claim holds its lock (or its segment just went): left for the next pass"));
+    return;
+  }
+  // Fails closed: an arena that could not be read whole this time, or one re-created under the
+  // same name since the pass's first look, is not destroyed.
+  const ArenaState again = observe_arena(name, 0, /*record=*/false);
+  if (again.owned || !again.inspected || again.check.health != ArenaHealth::kConsistent ||
+      again.created_realtime_ns != state.created_realtime_ns) {
+    return;
+  }
   try {
     ArenaDestroyed destroyed = destroy_arena_with_control(*os_, name, options_.where);
     ++report.expired;

@@ -51,6 +51,8 @@ struct ArenaState {
   pid_t scheduler_pid = 0;
   bool creator_alive = false;
   bool owned = false;
+  bool inspected = false;          // the segment was read whole (else nobody could be seen owning it)
+  int64_t created_realtime_ns = 0; // from the segment: tells a re-created arena of the same name
   int64_t unowned_ns = 0;          // how long it has been without an owner (0 when owned)
 };
 

@@ -41,4 +41,18 @@ std::optional<uint32_t> parse_region_file_name(std::string_view file_name) {
   return rank;
 }
 
+namespace {
+constexpr std::string_view kSegmentPrefix = "hugepin.";
+}  // namespace
+
+std::string control_segment_name(std::string_view arena) { return cat(kSegmentPrefix, arena); }
+
+std::string control_segment_path(std::string_view arena) { return cat(kControlSegmentDir, "/", kSegmentPrefix, arena); }
+
+std::string arena_of_segment_file(std::string_view file_name) {
+  if (file_name.substr(0, kSegmentPrefix.size()) != kSegmentPrefix) return "";
+  std::string_view arena = file_name.substr(kSegmentPrefix.size());
+  return is_valid_arena_name(arena) ? std::string(arena) : "";
+}
+
 }  // namespace hugepin

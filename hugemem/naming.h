@@ -22,6 +22,14 @@ bool is_valid_arena_name(std::string_view name);
 // Throws Error naming `name` when it is not valid.
 void check_arena_name(std::string_view name);
 
+// Each arena's control segment (ipc/control_segment.h): Boost's shm_open puts "hugepin.<arena>"
+// in /dev/shm, whatever the arena's data directory.
+inline constexpr std::string_view kControlSegmentDir = "/dev/shm";
+std::string control_segment_name(std::string_view arena);  // "hugepin.<arena>"
+std::string control_segment_path(std::string_view arena);  // "/dev/shm/hugepin.<arena>"
+// The arena a /dev/shm file name belongs to ("hugepin.kv" -> "kv"), or "" when it is not one.
+std::string arena_of_segment_file(std::string_view file_name);
+
 std::string arena_data_dir(std::string_view root_dir, std::string_view arena);
 std::string region_file_name(uint32_t rank);
 // The rank of a region file name ("rank-3" -> 3), or nullopt.

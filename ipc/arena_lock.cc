@@ -6,27 +6,31 @@
 
 #include <utility>
 
+#include "base/duration.h"
 #include "base/error.h"
+#include "base/file_locks.h"
 
 namespace hugepin {
 
 // --- ArenaClaimLock ---
 
-ArenaClaimLock ArenaClaimLock::take(Os& os, const ControlSegment& segment, std::string_view arena) {
+ArenaClaimLock ArenaClaimLock::take(Os& os, const ControlSegment& segment, std::string_view arena,
+                                    int64_t timeout_ns) {
   const int fd = segment.fd();
-  int rc;
-  do {
-    rc = os.flock(fd, LOCK_SH);
-  } while (rc == -EINTR);
+  const int rc = lock_shared_while_linked(os, fd, timeout_ns);
+  if (rc == -ENOENT) {
+    throw Error(cat("arena '", arena, "' was destroyed while this process was claiming a role in it"), ENOENT);
+  }
+  if (rc == -EBUSY) {
+    throw Error(cat("arena '", arena, "': control segment ", segment.path(), " has been locked exclusively for ",
+                    format_duration(timeout_ns), " (hugepind holds it only for a moment while it destroys an arena; "
+                    "look for another process holding a flock on it)"),
+                EBUSY);
+  }
   if (rc < 0) throw_errno(cat("cannot lock control segment ", segment.path(), " to claim a role in arena '", arena, "'"), -rc);
   ArenaClaimLock lock;
   lock.os_ = &os;
   lock.fd_ = fd;
-  struct stat st {};
-  if (rc = os.fstat(fd, &st); rc < 0) throw_errno(cat("cannot stat control segment ", segment.path()), -rc);
-  if (st.st_nlink == 0) {
-    throw Error(cat("arena '", arena, "' was destroyed while this process was claiming a role in it"), ENOENT);
-  }
   return lock;
 }
 
@@ -63,6 +67,10 @@ std::optional<ArenaDestroyLock> ArenaDestroyLock::try_take(Os& os, std::string_v
   const int rc = os.flock(fd, LOCK_EX | LOCK_NB);
   if (rc == -EWOULDBLOCK || rc == -EINTR) return std::nullopt;
   if (rc < 0) throw_errno(cat("cannot lock control segment ", path), -rc);
+  // The segment opened by name may have been unlinked (and the name reused) before the lock.
+  struct stat st {};
+  if (int stat_rc = os.fstat(fd, &st); stat_rc < 0) throw_errno(cat("cannot stat control segment ", path), -stat_rc);
+  if (st.st_nlink == 0) return std::nullopt;
   return lock;
 }
 

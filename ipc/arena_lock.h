@@ -10,6 +10,7 @@
 // Both are move-only; dropping one releases its lock.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -21,10 +22,15 @@ namespace hugepin {
 
 class ArenaClaimLock {
  public:
-  // Takes the lock shared on `segment`'s own descriptor, waiting out a destroy in progress.
-  // Throws Error(ENOENT) when the arena was destroyed meanwhile (the segment is unlinked), and
-  // Error on a failed flock or fstat.
-  static ArenaClaimLock take(Os& os, const ControlSegment& segment, std::string_view arena);
+  static constexpr int64_t kDefaultTimeoutNs = 10'000'000'000;
+
+  // Takes the lock shared on `segment`'s own descriptor, waiting out a destroy in progress for at
+  // most `timeout_ns`. Throws Error(ENOENT) when the arena was destroyed meanwhile (the segment is
+  // unlinked), Error(EBUSY) naming the segment when an exclusive holder outlasts the timeout, and
+  // Error on a failed flock or fstat. Claims on descriptors of one open file description share
+  // one lock: releasing either releases it (flock follows the description, also across fork).
+  static ArenaClaimLock take(Os& os, const ControlSegment& segment, std::string_view arena,
+                             int64_t timeout_ns = kDefaultTimeoutNs);
 
   ArenaClaimLock() = default;
   ~ArenaClaimLock();
@@ -43,7 +49,8 @@ class ArenaClaimLock {
 class ArenaDestroyLock {
  public:
   // Opens arena `arena`'s control segment and takes the lock exclusive without waiting. Returns
-  // nullopt when a claim holds it now or the segment is gone; throws Error on other failures.
+  // nullopt when a claim holds it now or the segment is gone (also when it was unlinked between
+  // the open and the lock); throws Error on other failures.
   static std::optional<ArenaDestroyLock> try_take(Os& os, std::string_view arena);
 
   ArenaDestroyLock() = default;

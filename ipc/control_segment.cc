@@ -18,7 +18,6 @@
 namespace hugepin {
 namespace {
 
-constexpr std::string_view kSegmentPrefix = "hugepin.";
 
 // True when [offset, offset + length) lies inside [0, size), without overflow.
 bool inside(uint64_t offset, uint64_t length, uint64_t size) { return offset <= size && length <= size - offset; }
@@ -139,16 +138,6 @@ std::string mode_text(mode_t mode) {
 }
 
 }  // namespace
-
-std::string control_segment_name(std::string_view arena) { return cat(kSegmentPrefix, arena); }
-
-std::string control_segment_path(std::string_view arena) { return cat(kControlSegmentDir, "/", kSegmentPrefix, arena); }
-
-std::string arena_of_segment_file(std::string_view file_name) {
-  if (file_name.substr(0, kSegmentPrefix.size()) != kSegmentPrefix) return "";
-  std::string_view arena = file_name.substr(kSegmentPrefix.size());
-  return is_valid_arena_name(arena) ? std::string(arena) : "";
-}
 
 std::string_view rank_state_name(uint8_t state) {
   switch (static_cast<RankState>(state)) {

@@ -20,6 +20,7 @@
 #include "base/error.h"
 #include "base/os.h"
 #include "hugemem/arena.h"
+#include "hugemem/naming.h"
 #include "hugemem/region.h"
 #include "ipc/arena_layout.h"
 #include "ipc/control_layout.h"
@@ -28,14 +29,8 @@
 
 namespace hugepin {
 
-// Boost's shm_open puts "hugepin.<arena>" here, whatever the arena's data directory.
-inline constexpr std::string_view kControlSegmentDir = "/dev/shm";
+// The segment's name and path: hugemem/naming.h (control_segment_path), which the shim shares.
 inline constexpr uint32_t kDefaultRingCapacity = 4096;
-
-std::string control_segment_name(std::string_view arena);  // "hugepin.<arena>"
-std::string control_segment_path(std::string_view arena);  // "/dev/shm/hugepin.<arena>"
-// The arena a /dev/shm file name belongs to ("hugepin.kv" -> "kv"), or "" when it is not one.
-std::string arena_of_segment_file(std::string_view file_name);
 
 // The header's values, copied out of the segment and checked.
 // A segment written by a hugepin of another layout version: not corrupt, only not ours to read

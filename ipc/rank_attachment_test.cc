@@ -297,13 +297,20 @@ TEST_CASE("claims and a retention destroy exclude each other through the arena's
   {
     // A claim in progress: the destroy lock is refused, without waiting.
     ControlSegment segment = ControlSegment::open(real_os(), arena.name(), SegmentAccess::kReadOnly);
+    ControlSegment other = ControlSegment::open(real_os(), arena.name(), SegmentAccess::kReadOnly);
     ArenaClaimLock claim = ArenaClaimLock::take(real_os(), segment, arena.name());
-    ArenaClaimLock second = ArenaClaimLock::take(real_os(), segment, arena.name());  // claims share it
+    ArenaClaimLock second = ArenaClaimLock::take(real_os(), other, arena.name(), 0);  // claims share it: no wait
     CHECK_FALSE(ArenaDestroyLock::try_take(real_os(), arena.name()).has_value());
   }
   std::optional<ArenaDestroyLock> destroy = ArenaDestroyLock::try_take(real_os(), arena.name());
   REQUIRE(destroy.has_value());
   CHECK_FALSE(ArenaDestroyLock::try_take(real_os(), arena.name()).has_value());  // one destroy at a time
+  {
+    // A claim gives up after its timeout, naming the segment, and changes nothing.
+    ControlSegment segment = ControlSegment::open(real_os(), arena.name(), SegmentAccess::kReadOnly);
+    CHECK(contains(error_of([&] { ArenaClaimLock::take(real_os(), segment, arena.name(), 20'000'000); }),
+                   cat("control segment ", segment.path(), " has been locked exclusively for ")));
+  }
 
   // A worker that opened the segment before the destroy waits for the lock, then finds the arena
   // gone; a full attach in another child cannot claim its rank while the destroy holds the lock.
@@ -343,7 +350,14 @@ TEST_CASE("claims and a retention destroy exclude each other through the arena's
     const std::string why = error_of([&] { RankAttachment::attach(real_os(), arena.name(), 0, 0); });
     _exit(contains(why, "was destroyed") || contains(why, "cannot open control segment") ? 0 : 1);
   }
-  usleep(200 * 1000);  // time for the attacher to reach the lock (or not: the checks hold either way)
+  pid_t adopter = fork();
+  REQUIRE(adopter >= 0);
+  if (adopter == 0) {
+    destroy.reset();
+    const std::string why = error_of([&] { ArenaControl::adopt(real_os(), arena.name()); });
+    _exit(contains(why, "was destroyed") || contains(why, "cannot open control segment") ? 0 : 1);
+  }
+  usleep(200 * 1000);  // time for the children to reach the lock (or not: the checks hold either way)
   {
     ControlSegment segment = ControlSegment::open(real_os(), arena.name(), SegmentAccess::kReadOnly);
     CHECK(read_rank_status(real_os(), segment.view().regions[0]).pid == 0);  // nobody claimed rank 0
@@ -354,6 +368,8 @@ TEST_CASE("claims and a retention destroy exclude each other through the arena's
   REQUIRE(waitpid(waiter, &status, 0) == waiter);
   CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
   REQUIRE(waitpid(attacher, &status, 0) == attacher);
+  CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+  REQUIRE(waitpid(adopter, &status, 0) == adopter);
   CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
 }
 

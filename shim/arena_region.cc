@@ -1,20 +1,43 @@
 #include "shim/arena_region.h"
 
+#include <fcntl.h>
+
 #include <cerrno>
 
 #include "base/file_locks.h"
 #include "base/size.h"
+#include "base/unique_fd.h"
 #include "hugemem/arena.h"
 #include "hugemem/naming.h"
 #include "shim/fallback.h"
 
 namespace hugepin {
+namespace {
+
+// How long opening the region waits for hugepind to finish destroying the arena (a moment).
+constexpr int64_t kClaimTimeoutNs = 2'000'000'000;
+
+}  // namespace
 
 std::unique_ptr<ArenaRegion> ArenaRegion::open(Os& os, const ShimConfig& config) {
   const std::string where = cat("arena '", config.arena, "' rank ", config.rank);
   if (!is_valid_arena_name(config.arena)) {
     throw Fallback("arena-name", cat("HUGEPIN_ARENA='", config.arena, "' is not an arena name: use 1-64 letters, digits, "
                                      "'.', '_' or '-', not starting with '.'"));
+  }
+  // A claim as workers make one (ipc/arena_lock.h): the control segment held shared while the
+  // region is opened and locked, so hugepind's retention either sees the region locked or has
+  // destroyed the arena first (the segment is then unlinked and this falls through). An arena
+  // without a control segment has no retention to race. Dropped when `segment` closes.
+  UniqueFd segment;
+  if (int fd = os.open(control_segment_path(config.arena), O_RDONLY | O_CLOEXEC | O_NOFOLLOW, 0); fd >= 0) {
+    segment = UniqueFd(os, fd);
+    if (int rc = lock_shared_while_linked(os, fd, kClaimTimeoutNs); rc < 0) {
+      throw Fallback(rc == -ENOENT ? "arena-gone" : "arena-locked",
+                     rc == -ENOENT ? cat(where, ": the arena was destroyed while this process opened it")
+                                   : cat("cannot claim ", where, " (control segment ", control_segment_path(config.arena),
+                                         "): ", errno_text(-rc)));
+    }
   }
   ArenaOptions options;
   options.hugetlbfs_dir = config.hugetlbfs_dir;

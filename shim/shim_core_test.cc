@@ -4,9 +4,12 @@
 
 #include <doctest/doctest.h>
 #include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include <cerrno>
 
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <random>
@@ -16,6 +19,7 @@
 #include "base/error.h"
 #include "base/size.h"
 #include "hugemem/arena.h"
+#include "hugemem/naming.h"
 #include "shim/shim_registry.h"
 #include "tests/support/fault_os.h"
 #include "tests/support/temp_dir.h"
@@ -196,6 +200,42 @@ TEST_CASE("a rank whose region another process holds falls through; the next req
   CHECK(memory != nullptr);
   CHECK(held.attempts == 2);
   shim.release(memory);
+}
+
+// Counts flock calls (the shim's claim on the arena's control segment).
+class CountingFlockOs final : public test::ForwardingOs {
+ public:
+  using ForwardingOs::ForwardingOs;
+  int flock(int fd, int operation) override {
+    calls.fetch_add(1);
+    return ForwardingOs::flock(fd, operation);
+  }
+  std::atomic<int> calls{0};
+};
+
+TEST_CASE("a shim opening its region waits out a destroy in progress, then falls through: the arena is gone") {
+  Fixture f;
+  const std::string name = cat("t", getpid(), "-shim-gone");
+  f.make_arena(name, 4 * kMiB);
+  // hugepind's retention holds the control segment exclusively while it destroys (ipc/arena_lock.h).
+  const std::string segment = control_segment_path(name);
+  const int held = open(segment.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  REQUIRE(held >= 0);
+  REQUIRE(flock(held, LOCK_EX) == 0);
+  CountingFlockOs os(*f.tree);
+  Shim shim(os, f.config(name));
+  void* during = &shim;  // not null: set by the thread
+  std::thread opener([&] { during = shim.serve("cudaHostAlloc", kMiB, 0, f.pin); });
+  for (int i = 0; i < 5000 && os.calls.load() == 0; ++i) usleep(1000);
+  CHECK(os.calls.load() > 0);  // the shim is waiting on the segment
+  unlink(segment.c_str());     // the destroy ends: segment gone, then the lock
+  close(held);
+  opener.join();
+  CHECK(during == nullptr);  // it fell through instead of mapping a destroyed arena
+  // The next request finds no segment: an arena without one has no retention to race.
+  void* after = shim.serve("cudaHostAlloc", kMiB, 0, f.pin);
+  CHECK(after != nullptr);
+  shim.release(after);
 }
 
 TEST_CASE("the GPU's node is looked up once per PCI address") {
