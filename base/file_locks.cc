@@ -30,8 +30,9 @@ int lock_file_for_use(Os& os, int fd) {
 
 bool file_is_locked(Os& os, const std::string& path) {
   const int fd = os.open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0);
-  if (fd == -ENOENT) return false;
-  if (fd < 0) return true;
+  // Nothing there, or nothing a process could map (a link, a socket, a directory): not in use.
+  if (fd == -ENOENT || fd == -ELOOP || fd == -ENXIO || fd == -ENOTDIR || fd == -EISDIR) return false;
+  if (fd < 0) return true;  // EACCES, EMFILE, ENOMEM...: cannot tell, so in use
   struct flock lock = whole_file(F_RDLCK);
   const int rc = os.fcntl_lock(fd, F_OFD_GETLK, &lock);
   os.close(fd);

@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <string>
 
+#include "tests/support/fault_os.h"
+
 namespace hugepin {
 
 TEST_CASE("a file locked for use is seen as locked, by this process and by another, without a lock taken") {
@@ -36,6 +38,27 @@ TEST_CASE("a file locked for use is seen as locked, by this process and by anoth
   close(other);
   unlink(path);
   CHECK_FALSE(file_is_locked(real_os(), path));  // no file: not in use
+}
+
+// Every open fails with one errno.
+class RefusingOpenOs final : public test::ForwardingOs {
+ public:
+  RefusingOpenOs(Os& target, int error) : ForwardingOs(target), error_(error) {}
+  int open(const std::string&, int, mode_t) override { return -error_; }
+
+ private:
+  int error_;
+};
+
+TEST_CASE("a file that cannot be asked counts as in use; nothing, or nothing mappable, does not") {
+  for (int error : {EACCES, EMFILE, ENOMEM}) {
+    RefusingOpenOs os(real_os(), error);
+    CHECK_MESSAGE(file_is_locked(os, "/dev/shm/anything"), error);
+  }
+  for (int error : {ENOENT, ELOOP, ENXIO, ENOTDIR, EISDIR}) {
+    RefusingOpenOs os(real_os(), error);
+    CHECK_FALSE_MESSAGE(file_is_locked(os, "/dev/shm/anything"), error);
+  }
 }
 
 }  // namespace hugepin

@@ -119,6 +119,8 @@ void Reaper::expire(ArenaState& state, ReapReport& report) {
   const ArenaState again = observe_arena(name, 0, /*record=*/false);
   if (again.owned || !again.inspected || again.check.health != ArenaHealth::kConsistent ||
       again.created_realtime_ns != state.created_realtime_ns) {
+    report.events.push_back(cat("arena '", name, "' is past its retention but changed or could not be read again under ",
+                                "its lock: left for the next pass"));
     return;
   }
   try {

@@ -41,7 +41,7 @@ struct StaleArena {
   uint64_t bytes = 0;              // the region files' bytes, or the segment's
   uid_t owner = 0;                 // of the first path
   int64_t age_ns = 0;              // since the newest change (ctime) of any of its files
-  bool in_use = false;             // a region file is locked (flock) by a process that maps it
+  bool in_use = false;             // a region file is locked by a process that maps it (base/file_locks.h)
 };
 
 // Every stale arena whose name starts with `prefix`, looking where list_arenas_with_control

@@ -28,9 +28,16 @@ std::unique_ptr<ArenaRegion> ArenaRegion::open(Os& os, const ShimConfig& config)
   // A claim as workers make one (ipc/arena_lock.h): the control segment held shared while the
   // region is opened and locked, so hugepind's retention either sees the region locked or has
   // destroyed the arena first (the segment is then unlinked and this falls through). An arena
-  // without a control segment has no retention to race. Dropped when `segment` closes.
+  // without a control segment (stale data, or made without one) is not claimed: removing stale
+  // files checks the region lock just before, not under a lock, so a shim mapping such a region
+  // in that moment keeps its pages but loses the names. Dropped when `segment` closes.
   UniqueFd segment;
-  if (int fd = os.open(control_segment_path(config.arena), O_RDONLY | O_CLOEXEC | O_NOFOLLOW, 0); fd >= 0) {
+  const int fd = os.open(control_segment_path(config.arena), O_RDONLY | O_CLOEXEC | O_NOFOLLOW, 0);
+  if (fd < 0 && fd != -ENOENT) {
+    throw Fallback("arena-open", cat("cannot claim ", where, ": control segment ", control_segment_path(config.arena),
+                                     ": ", errno_text(-fd)));
+  }
+  if (fd >= 0) {
     segment = UniqueFd(os, fd);
     if (int rc = lock_shared_while_linked(os, fd, kClaimTimeoutNs); rc < 0) {
       throw Fallback(rc == -ENOENT ? "arena-gone" : "arena-locked",

@@ -119,6 +119,8 @@ class Shim {
   std::unordered_set<uintptr_t> freed_;
   std::deque<uintptr_t> freed_order_;
   std::unique_ptr<ArenaRegion> arena_;
+  int64_t arena_locked_until_ns_ = 0;  // monotonic; see ArenaRegion's claim (shim/arena_region.cc)
+  static constexpr int64_t kLockedRetryNs = 30'000'000'000;
   std::unique_ptr<TableWriter> table_;
   std::map<std::string, int> gpu_nodes_;  // PCI address -> NUMA node
 };

@@ -238,6 +238,43 @@ TEST_CASE("a shim opening its region waits out a destroy in progress, then falls
   shim.release(after);
 }
 
+// Fails opening one path with one errno.
+class RefusingPathOs final : public test::ForwardingOs {
+ public:
+  RefusingPathOs(Os& target, std::string path, int error) : ForwardingOs(target), path_(std::move(path)), error_(error) {}
+  int open(const std::string& path, int flags, mode_t mode) override {
+    return path == path_ ? -error_ : ForwardingOs::open(path, flags, mode);
+  }
+
+ private:
+  std::string path_;
+  int error_;
+};
+
+TEST_CASE("a control segment the shim cannot open or lock: it falls through, and a stuck lock only once") {
+  Fixture f;
+  const std::string name = cat("t", getpid(), "-shim-claim");
+  f.make_arena(name, 4 * kMiB);
+  const std::string segment = control_segment_path(name);
+  {
+    RefusingPathOs os(*f.tree, segment, EACCES);  // exists, not ours to read: no claim, no arena
+    Shim shim(os, f.config(name));
+    CHECK(shim.serve("cudaHostAlloc", kMiB, 0, f.pin) == nullptr);
+  }
+  const int held = open(segment.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  REQUIRE(held >= 0);
+  REQUIRE(flock(held, LOCK_EX) == 0);  // held for good by someone
+  CountingFlockOs os(*f.tree);
+  Shim shim(os, f.config(name));
+  CHECK(shim.serve("cudaHostAlloc", kMiB, 0, f.pin) == nullptr);  // after the claim's 2 s wait
+  const int tries = os.calls.load();
+  CHECK(tries > 0);
+  CHECK(shim.serve("cudaHostAlloc", kMiB, 0, f.pin) == nullptr);  // at once: remembered
+  CHECK(os.calls.load() == tries);
+  close(held);
+  unlink(segment.c_str());
+}
+
 TEST_CASE("the GPU's node is looked up once per PCI address") {
   Fixture f;
   f.make_arena("kv", 8 * kMiB);
