@@ -16,6 +16,7 @@
 #include "ipc/rank_attachment.h"
 #include "ipc/test_arena.h"
 #include "tests/support/error_text.h"
+#include "tests/support/fault_os.h"
 
 namespace hugepin {
 namespace {
@@ -371,6 +372,26 @@ TEST_CASE("claims and a retention destroy exclude each other through the arena's
   CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
   REQUIRE(waitpid(adopter, &status, 0) == adopter);
   CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+}
+
+// Unlinks the control segment at the moment the destroy lock is taken: a segment opened by name,
+// then destroyed (and perhaps re-created) by someone else before the lock.
+class UnlinkAtLockOs final : public test::ForwardingOs {
+ public:
+  UnlinkAtLockOs(Os& target, std::string path) : ForwardingOs(target), path_(std::move(path)) {}
+  int flock(int fd, int operation) override {
+    if (operation == (LOCK_EX | LOCK_NB)) ::unlink(path_.c_str());
+    return ForwardingOs::flock(fd, operation);
+  }
+
+ private:
+  std::string path_;
+};
+
+TEST_CASE("the destroy lock refuses a segment unlinked between its open and its lock") {
+  test::TestArena arena("unlinked");
+  UnlinkAtLockOs os(real_os(), control_segment_path(arena.name()));
+  CHECK_FALSE(ArenaDestroyLock::try_take(os, arena.name()).has_value());
 }
 
 }  // namespace hugepin
