@@ -19,6 +19,7 @@
 #include "ipc/inspect.h"
 #include "ipc/rank_attachment.h"
 #include "ipc/test_arena.h"
+#include "tests/support/file_text.h"
 
 namespace hugepin::daemon {
 namespace {
@@ -48,13 +49,6 @@ void fill_rank0(const test::TestArena& arena) {
             worker.detach();
             return true;
           }) == 0);
-}
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
 }
 
 }  // namespace
@@ -107,7 +101,7 @@ TEST_CASE("a truncated region file makes the arena inconsistent: quarantined, no
   const std::string moved_dir = cat(arena.dir(), "/hugepin/.quarantine/", entry.name);
   CHECK(access(cat(moved_dir, "/rank-1").c_str(), F_OK) == 0);
   CHECK(access(arena_data_dir(arena.dir(), arena.name()).c_str(), F_OK) != 0);
-  const std::string reason = read_text(entry.path + "/reason");
+  const std::string reason = test::file_text(entry.path + "/reason");
   CHECK(reason.find(check.reason) == 0);
   CHECK(reason.find(cat("moved: ", arena_data_dir(arena.dir(), arena.name()), " -> ", moved_dir)) != std::string::npos);
 
@@ -194,8 +188,8 @@ TEST_CASE("quarantine of an arena whose data lives under /dev/shm itself keeps b
   CHECK(entry.moved.size() == 2);
   CHECK_FALSE(std::filesystem::exists(dir));
   CHECK_FALSE(std::filesystem::exists(control_segment_path(name)));
-  CHECK(read_text(entry.path + "/data/rank-0") == "kv");
-  CHECK(read_text(entry.path + "/control-segment") == "not a segment");
+  CHECK(test::file_text(entry.path + "/data/rank-0") == "kv");
+  CHECK(test::file_text(entry.path + "/control-segment") == "not a segment");
   std::filesystem::remove_all(entry.path);
 }
 
@@ -212,8 +206,8 @@ TEST_CASE("a quarantine that can move only part of an arena puts it back and fai
   std::filesystem::create_directories(taken + "/x");
   CHECK_THROWS_WITH_AS(quarantine_arena(real_os(), name, "test", {dir}, when), doctest::Contains("left as it was"),
                        Error);
-  CHECK(read_text(control_segment_path(name)) == "segment");  // moved back
-  CHECK(read_text(dir + "/rank-0") == "kv");
+  CHECK(test::file_text(control_segment_path(name)) == "segment");  // moved back
+  CHECK(test::file_text(dir + "/rank-0") == "kv");
   CHECK(list_quarantine(real_os(), name).empty());
   std::filesystem::remove(control_segment_path(name));
 }
@@ -227,7 +221,7 @@ TEST_CASE("a segment of another layout version is left alone, neither adopted no
   {
     // The control block sits at the first 128-byte boundary whose magic and self offset agree.
     const std::string path = control_segment_path(arena.name());
-    std::string bytes = read_text(path);
+    std::string bytes = test::file_text(path);
     size_t at = std::string::npos;
     for (size_t offset = 0; offset + sizeof(ControlBlock) <= bytes.size(); offset += alignof(ControlBlock)) {
       uint64_t magic = 0;
@@ -273,8 +267,8 @@ TEST_CASE("quarantine refuses a .quarantine directory someone else made, and lea
   REQUIRE(chown(foreign.c_str(), 65534, 65534) == 0);
   CHECK_THROWS_WITH_AS(quarantine_arena(real_os(), name, "test", {dir}, 1'700'000'000LL * 1'000'000'000),
                        doctest::Contains("not hugepind's own"), Error);
-  CHECK(read_text(control_segment_path(name)) == "segment");
-  CHECK(read_text(dir + "/rank-0") == "kv");
+  CHECK(test::file_text(control_segment_path(name)) == "segment");
+  CHECK(test::file_text(dir + "/rank-0") == "kv");
   std::filesystem::remove(control_segment_path(name));
 }
 

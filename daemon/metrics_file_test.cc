@@ -6,21 +6,11 @@
 #include <unistd.h>
 
 #include <fstream>
-#include <sstream>
 
+#include "tests/support/file_text.h"
 #include "tests/support/temp_dir.h"
 
 namespace hugepin::daemon {
-namespace {
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-}  // namespace
 
 TEST_CASE("the metrics file is replaced whole, and a link at the temporary name is not followed") {
   test::TempDir dir("/tmp");
@@ -32,8 +22,8 @@ TEST_CASE("the metrics file is replaced whole, and a link at the temporary name 
   figures.up = true;
   figures.requests_ok = 7;
   write_metrics_file(real_os(), dir.path(), daemon_metrics_text(figures));
-  CHECK(read_text(victim) == "keep me");
-  const std::string text = read_text(dir.path() + "/hugepin.prom");
+  CHECK(test::file_text(victim) == "keep me");
+  const std::string text = test::file_text(dir.path() + "/hugepin.prom");
   CHECK(text.find("hugepind_up 1") != std::string::npos);
   CHECK(access(temporary.c_str(), F_OK) != 0);  // renamed away
 }

@@ -25,6 +25,7 @@
 #include "dma/test_disk.h"
 #include "hugemem/arena.h"
 #include "tests/support/error_text.h"
+#include "tests/support/file_text.h"
 #include "tests/support/temp_dir.h"
 
 namespace hugepin {
@@ -70,13 +71,6 @@ std::set<std::string> names_in(const std::string& dir) {
   std::set<std::string> names;
   for (const auto& entry : std::filesystem::directory_iterator(dir)) names.insert(entry.path().filename().string());
   return names;
-}
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
 }
 
 void write_text(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::trunc) << text; }
@@ -229,7 +223,7 @@ TEST_CASE("a snapshot that does not fit the arena is refused naming the field, c
   CHECK(arena.holds(9));
 
   const std::string manifest = disk.path() + "/manifest.json";
-  const std::string good = read_text(manifest);
+  const std::string good = test::file_text(manifest);
   auto refused_with = [&](const std::string& from, const std::string& to, const std::string& expected) {
     std::string text = good;
     REQUIRE(text.find(from) != std::string::npos);

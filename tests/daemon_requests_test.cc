@@ -21,6 +21,7 @@
 #include "ipc/arena_control.h"
 #include "ipc/rank_attachment.h"
 #include "tests/support/daemon_harness.h"
+#include "tests/support/file_text.h"
 
 namespace hugepin {
 namespace {
@@ -72,13 +73,6 @@ Json parse_reply(const std::string& line) {
   return reply;
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 // Sends `request` from a client that is uid 65534 with groups (gid, groups); true when the reply
 // has ok == `expect_ok` and, when refused, the error says so.
 bool nobody_asks(test::TestDaemon& d, gid_t gid, const std::vector<gid_t>& groups, const Json& request, bool expect_ok) {
@@ -119,7 +113,7 @@ TEST_CASE("notify: READY with the arena counts, STATUS as they change, STOPPING 
   CHECK(stopping > ready);
   CHECK(access(d.socket().c_str(), F_OK) != 0);                               // its socket is gone
   CHECK(access(control_segment_path(d.arena("a")).c_str(), F_OK) == 0);      // its arena is not
-  const std::string metrics = read_file(d.dir() + "/hugepin.prom");
+  const std::string metrics = test::file_text(d.dir() + "/hugepin.prom");
   CHECK(metrics.find("hugepind_up 0\n") != std::string::npos);
   CHECK(metrics.find(cat("hugepin_arena_up{arena=\"", d.arena("a"), "\"} 1")) != std::string::npos);
   CHECK(d.log().find("stopped (arenas kept for the next hugepind)") != std::string::npos);

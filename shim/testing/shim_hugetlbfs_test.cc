@@ -12,6 +12,7 @@
 #include "base/error.h"
 #include "base/size.h"
 #include "shim/testing/shim_test_support.h"
+#include "tests/support/file_text.h"
 #include "tests/support/gate.h"
 
 namespace hugepin {
@@ -38,13 +39,6 @@ std::string private_mode() {
              gpu.empty() ? std::string() : " FAKE_CUDA_PCI_BUS_ID=" + gpu);
 }
 
-std::string read_text(const std::string& path) {
-  std::ifstream file(path);
-  std::stringstream text;
-  text << file.rdbuf();
-  return text.str();
-}
-
 }  // namespace
 
 TEST_CASE("a private mapping takes exactly its pages, shows in the process's maps, and gives them back") {
@@ -55,7 +49,7 @@ TEST_CASE("a private mapping takes exactly its pages, shows in the process's map
   REQUIRE_MESSAGE(line.rfind("table ", 0) == 0, line);
   // 5000001 bytes are 3 pages of 2 MiB: prefaulted, so taken from the pool now.
   CHECK(g_pool->free_pages() == free_before - 3);
-  std::string maps = read_text(cat("/proc/", holder.pid(), "/maps"));
+  std::string maps = test::file_text(cat("/proc/", holder.pid(), "/maps"));
   std::string file = cat(g_pool->mount_dir(), "/hugepin-shim.", holder.pid(), ".");
   CHECK_MESSAGE(maps.find(file) != std::string::npos, maps);
   CHECK(maps.find("(deleted)") != std::string::npos);  // unlinked: nothing stays if the process dies
