@@ -62,8 +62,7 @@ std::optional<ArenaDestroyLock> ArenaDestroyLock::try_take(Os& os, std::string_v
   if (fd == -ENOENT) return std::nullopt;
   if (fd < 0) throw_errno(cat("cannot open control segment ", path, " to lock arena '", arena, "'"), -fd);
   ArenaDestroyLock lock;
-  lock.os_ = &os;
-  lock.fd_ = fd;
+  lock.fd_ = UniqueFd(os, fd);
   const int rc = os.flock(fd, LOCK_EX | LOCK_NB);
   if (rc == -EWOULDBLOCK || rc == -EINTR) return std::nullopt;
   if (rc < 0) throw_errno(cat("cannot lock control segment ", path), -rc);
@@ -72,26 +71,6 @@ std::optional<ArenaDestroyLock> ArenaDestroyLock::try_take(Os& os, std::string_v
   if (int stat_rc = os.fstat(fd, &st); stat_rc < 0) throw_errno(cat("cannot stat control segment ", path), -stat_rc);
   if (st.st_nlink == 0) return std::nullopt;
   return lock;
-}
-
-ArenaDestroyLock::~ArenaDestroyLock() { release(); }
-
-ArenaDestroyLock::ArenaDestroyLock(ArenaDestroyLock&& other) noexcept
-    : os_(other.os_), fd_(std::exchange(other.fd_, -1)) {}
-
-ArenaDestroyLock& ArenaDestroyLock::operator=(ArenaDestroyLock&& other) noexcept {
-  if (this != &other) {
-    release();
-    os_ = other.os_;
-    fd_ = std::exchange(other.fd_, -1);
-  }
-  return *this;
-}
-
-void ArenaDestroyLock::release() noexcept {
-  if (fd_ < 0) return;
-  os_->close(fd_);
-  fd_ = -1;
 }
 
 }  // namespace hugepin

@@ -16,6 +16,7 @@
 #include <string_view>
 
 #include "base/os.h"
+#include "base/unique_fd.h"
 #include "ipc/control_segment.h"
 
 namespace hugepin {
@@ -53,18 +54,8 @@ class ArenaDestroyLock {
   // the open and the lock); throws Error on other failures.
   static std::optional<ArenaDestroyLock> try_take(Os& os, std::string_view arena);
 
-  ArenaDestroyLock() = default;
-  ~ArenaDestroyLock();
-  ArenaDestroyLock(ArenaDestroyLock&& other) noexcept;
-  ArenaDestroyLock& operator=(ArenaDestroyLock&& other) noexcept;
-  ArenaDestroyLock(const ArenaDestroyLock&) = delete;
-  ArenaDestroyLock& operator=(const ArenaDestroyLock&) = delete;
-
  private:
-  void release() noexcept;
-
-  Os* os_ = nullptr;
-  int fd_ = -1;  // owned: closing it drops the lock
+  UniqueFd fd_;  // closing it drops the lock
 };
 
 }  // namespace hugepin
