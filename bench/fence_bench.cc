@@ -10,7 +10,7 @@
 #include <unordered_map>
 
 #include "base/error.h"
-#include "ipc/offload_scheduler.h"
+#include "protocol/offload_scheduler.h"
 
 namespace hugepin::bench {
 namespace {

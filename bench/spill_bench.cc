@@ -19,7 +19,7 @@
 #include "base/pattern.h"
 #include "base/size.h"
 #include "base/unique_fd.h"
-#include "dma/block_io.h"
+#include "disk/block_io.h"
 #include "hugemem/arena.h"
 
 namespace hugepin::bench {

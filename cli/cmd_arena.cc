@@ -5,7 +5,7 @@
 #include "base/size.h"
 #include "cli/arena_view.h"
 #include "cli/command.h"
-#include "cli/plan_arena.h"
+#include "session/planned_arena.h"
 #include "cli/plan_file.h"
 #include "hugemem/arena.h"
 #include "hugemem/naming.h"

@@ -14,7 +14,7 @@
 #include "cli/command.h"
 #include "cli/gpu_bench_commands.h"
 #include "cli/spill_bench_command.h"
-#include "ipc/report.h"
+#include "protocol/report.h"
 
 namespace hugepin::cli {
 namespace {

@@ -74,14 +74,16 @@ void print_result(const demo::DemoResult& r) {
 
 int run(const DemoArgs& args) {
   demo::DemoConfig config = args.config;
-  config.cpu_bytes = size_value(args.cpu_bytes);
-  config.page_size = page_size_value(args.page_size);
+  config.plan.cpu_bytes = size_value(args.cpu_bytes);
+  config.plan.page_size = page_size_value(args.page_size);
   config.progress = !args.json && isatty(STDERR_FILENO) != 0;
-  if (config.kill_rank >= static_cast<int>(config.tp * config.pp)) {
-    throw UsageError(cat("--kill-rank ", config.kill_rank, " is not a rank of TP ", config.tp, " x PP ", config.pp));
+  if (config.kill_rank >= static_cast<int>(config.plan.tp * config.plan.pp)) {
+    throw UsageError(cat("--kill-rank ", config.kill_rank, " is not a rank of TP ", config.plan.tp, " x PP ",
+                         config.plan.pp));
   }
   if (!args.json) {
-    std::cout << "hugepin demo: TP " << config.tp << " x PP " << config.pp << ", " << format_bytes(config.cpu_bytes)
+    std::cout << "hugepin demo: TP " << config.plan.tp << " x PP " << config.plan.pp << ", "
+              << format_bytes(config.plan.cpu_bytes)
               << " of host KV, " << config.seconds << " s" << std::endl;
   }
   demo::DemoResult result = demo::run_demo(config);
@@ -116,12 +118,12 @@ void add_demo_command(CLI::App& app, Context& context) {
   auto args = std::make_shared<DemoArgs>();
   demo::DemoConfig& c = args->config;
   CLI::App* demo = app.add_subcommand("demo", "Run a TP x PP offload engine in miniature on an arena, checking every byte");
-  demo->add_option("--tp", c.tp, "Tensor-parallel ranks")->check(CLI::Range(1, 64));
-  demo->add_option("--pp", c.pp, "Pipeline stages (odd stages hold half the payload of even ones)")
+  demo->add_option("--tp", c.plan.tp, "Tensor-parallel ranks")->check(CLI::Range(1, 64));
+  demo->add_option("--pp", c.plan.pp, "Pipeline stages (odd stages hold half the payload of even ones)")
       ->check(CLI::Range(1, 64));
   demo->add_option("--cpu-bytes", args->cpu_bytes, "Host KV budget over all ranks")->check(size_validator());
-  demo->add_option("--blocks-per-chunk", c.blocks_per_chunk, "Blocks per chunk")->check(CLI::Range(1, 1024));
-  demo->add_option("--gpu-blocks", c.gpu_blocks, "Each rank's GPU KV cache in blocks")->check(CLI::Range(16, 1 << 20));
+  demo->add_option("--blocks-per-chunk", c.plan.blocks_per_chunk, "Blocks per chunk")->check(CLI::Range(1, 1024));
+  demo->add_option("--gpu-blocks", c.plan.gpu_blocks, "Each rank's GPU KV cache in blocks")->check(CLI::Range(16, 1 << 20));
   demo->add_option("--chunks-per-job", c.chunks_per_job, "Chunks per copy job")->check(CLI::Range(1, 64));
   demo->add_option("--jobs-in-flight", c.jobs_in_flight, "Unsettled jobs at most")->check(CLI::Range(1, 256));
   demo->add_option("--seconds", c.seconds, "How long the engine runs")->check(CLI::Range(0.1, 3600.0));

@@ -1,4 +1,4 @@
-// hugepin arena save|load NAME DIR: arena snapshots (dma/snapshot.h), with a progress line on a
+// hugepin arena save|load NAME DIR: arena snapshots (disk/snapshot.h), with a progress line on a
 // terminal and the throughput at the end.
 #include <unistd.h>
 
@@ -8,7 +8,7 @@
 #include "base/size.h"
 #include "base/table.h"
 #include "cli/command.h"
-#include "dma/snapshot.h"
+#include "disk/snapshot.h"
 
 namespace hugepin::cli {
 namespace {

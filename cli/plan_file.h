@@ -10,11 +10,6 @@
 
 namespace hugepin::cli {
 
-// The host facts the planner needs for `input`: the hugepage pool, and the NUMA node of every
-// rank's GPU, read through `os`. A GPU that is not on this host is left out (make_plan rejects
-// it, naming the rank's gpu_pci). Throws Error when a kernel file is unreadable or malformed.
-planner::HostInfo read_host_info(Os& os, const planner::PlanInput& input);
-
 // Reads the plan input at `path`, gathers the host facts through `os` and plans. Throws Error
 // "<path>: <why>" (one line, naming the field) when the file cannot be read or the plan is
 // rejected.

@@ -26,7 +26,11 @@ if(HUGEPIN_WITH_CUDA)
   include(CheckLanguage)
   check_language(CUDA)
   if(CMAKE_CUDA_COMPILER)
-    set(CMAKE_CUDA_ARCHITECTURES 90)
+    # Hopper (sm_90) unless the user chose (-DCMAKE_CUDA_ARCHITECTURES=...): set before
+    # enable_language, which would otherwise pick the compiler's default.
+    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+      set(CMAKE_CUDA_ARCHITECTURES 90)
+    endif()
     enable_language(CUDA)
     # CMake 3.25 knows no C++20 dialect flag for nvcc (nvcc 12 and later take -std=c++20).
     if(NOT CMAKE_CUDA20_STANDARD_COMPILE_OPTION)

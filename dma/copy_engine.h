@@ -80,6 +80,29 @@ class CopyEngine {
   // after a throw nothing of the launch is in flight.
   virtual std::unique_ptr<CopyCompletion> launch(Direction direction, std::span<const BlockPair> pairs,
                                                  CopyBackend backend = CopyBackend::kAuto) = 0;
+  // As launch(), on `stream` (a cudaStream_t of the caller's; null: the engine's own stream for
+  // `direction`), with no completion object: follow it with when_done() to learn when it landed.
+  // The host engine copies before it returns and ignores `stream`.
+  virtual void enqueue(Direction direction, std::span<const BlockPair> pairs, CopyBackend backend, void* stream) = 0;
+  // Calls fn(context) once everything enqueued on `stream` (null: the engine's stream for
+  // `direction`) before this call has completed: cudaLaunchHostFunc on the GPU engines, whose
+  // driver thread runs fn (it must be quick and must not call CUDA), and a call right now on the
+  // host engine. fn runs exactly once when this returns; not at all when it throws Error, which
+  // it does only after waiting for everything enqueued on the stream.
+  virtual void when_done(Direction direction, void* stream, void (*fn)(void*), void* context) = 0;
+  // Timing marks: mark() records a point on `stream` (null: the engine's stream for `direction`)
+  // and returns its id; once the work enqueued before a later mark has completed, span(start,
+  // end) gives the time between the two marks and when the later one was reached, on
+  // CLOCK_MONOTONIC, and forgets both. The GPU engines use timing events (a clock calibrated
+  // against CLOCK_MONOTONIC when the engine is made: about a microsecond apart); the host engine,
+  // which copies inside enqueue(), the time of the call. Throws Error when an event cannot be
+  // recorded or read (span() before the end mark completed, an unknown id).
+  struct MarkSpan {
+    int64_t elapsed_ns = 0;
+    int64_t end_ns = 0;  // CLOCK_MONOTONIC
+  };
+  virtual uint64_t mark(Direction direction, void* stream) = 0;
+  virtual MarkSpan span(uint64_t start, uint64_t end) = 0;
   // Waits for everything launched so far (the preemption flush of the worker seed).
   virtual void synchronize() = 0;
   // The backend kAuto picks for this engine's views in `direction`.

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
+#include <unordered_map>
 #include <cstring>
 #include <deque>
 #include <mutex>
@@ -156,6 +158,16 @@ class CudaCopyEngine final : public CopyEngine {
     check_cuda(cudaFuncSetAttribute(detail::sm_bulk_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                static_cast<int>(bulk_pipelines_ * detail::kBulkStages * bulk_stage_bytes_)),
           "sizing the bulk copy kernel's shared memory");
+    // The GPU clock's origin on CLOCK_MONOTONIC, for span(): an event reached now.
+    check_cuda(cudaEventCreate(&origin_event_), "creating a timing event");
+    check_cuda(cudaEventRecord(origin_event_, streams_[0]), "recording a timing event");
+    cudaError_t state;
+    while ((state = cudaEventQuery(origin_event_)) == cudaErrorNotReady) {
+      // Spinning notices the event within a microsecond or two; a blocking wait is later.
+    }
+    check_cuda(state, "calibrating the GPU clock");
+    origin_ns_ = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                     std::chrono::steady_clock::now().time_since_epoch()).count();
   }
 
   ~CudaCopyEngine() override {
@@ -163,17 +175,34 @@ class CudaCopyEngine final : public CopyEngine {
       cudaStreamSynchronize(stream);
       cudaStreamDestroy(stream);
     }
+    for (auto& [id, event] : marks_) spare_events_.push_back(event);
+    for (cudaEvent_t event : spare_events_) cudaEventDestroy(event);
+    if (origin_event_ != nullptr) cudaEventDestroy(origin_event_);
   }
 
   std::unique_ptr<CopyCompletion> launch(Direction direction, std::span<const BlockPair> pairs,
                                          CopyBackend backend) override {
+    cudaStream_t stream = streams_[static_cast<int>(direction)];
+    cudaEvent_t event = nullptr;
+    enqueue(direction, pairs, backend, stream);
+    try {
+      check_cuda(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "creating a completion event");
+      check_cuda(cudaEventRecord(event, stream), "recording a completion event");
+    } catch (...) {
+      if (event != nullptr) cudaEventDestroy(event);
+      wait_out(stream);
+      throw;
+    }
+    return std::make_unique<CudaCompletion>(event);
+  }
+
+  void enqueue(Direction direction, std::span<const BlockPair> pairs, CopyBackend backend, void* caller_stream) override {
     if (backend == CopyBackend::kAuto) backend = auto_backend(direction);
     const bool sm = backend == CopyBackend::kSmLoadStore || backend == CopyBackend::kSmBulk;
     if (backend == CopyBackend::kHost) throw Error("the CUDA copy engine has no host backend (use make_host_copy_engine)");
     check_copy_request(views_, pairs, direction, sm ? 16 : 1);
     check_cuda(cudaSetDevice(options_.device), cat("selecting GPU ", options_.device));
-    cudaStream_t stream = streams_[static_cast<int>(direction)];
-    cudaEvent_t event = nullptr;
+    cudaStream_t stream = stream_for(direction, caller_stream);
     try {
       if (!pairs.empty()) {
         switch (backend) {
@@ -184,17 +213,65 @@ class CudaCopyEngine final : public CopyEngine {
           default: throw Error(cat("unknown copy backend ", static_cast<int>(backend)));
         }
       }
-      check_cuda(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "creating a completion event");
-      check_cuda(cudaEventRecord(event, stream), "recording a completion event");
     } catch (...) {
-      // Part of the copy may already be queued (a batch, a kernel slice, a metadata upload): wait
-      // for it, so that when the caller sees the error nothing of this launch is still writing.
-      if (event != nullptr) cudaEventDestroy(event);
-      (void)cudaStreamSynchronize(stream);
-      (void)cudaGetLastError();
+      wait_out(stream);
       throw;
     }
-    return std::make_unique<CudaCompletion>(event);
+  }
+
+  void when_done(Direction direction, void* caller_stream, void (*fn)(void*), void* context) override {
+    check_cuda(cudaSetDevice(options_.device), cat("selecting GPU ", options_.device));
+    cudaStream_t stream = stream_for(direction, caller_stream);
+    try {
+      check_cuda(cudaLaunchHostFunc(stream, fn, context), "enqueuing a completion call");
+    } catch (...) {
+      wait_out(stream);
+      throw;
+    }
+  }
+
+  cudaStream_t stream_for(Direction direction, void* caller_stream) const {
+    return caller_stream != nullptr ? static_cast<cudaStream_t>(caller_stream) : streams_[static_cast<int>(direction)];
+  }
+
+  // Part of a copy may already be queued (a batch, a kernel slice, a metadata upload) when a later
+  // step fails: wait for it, so that when the caller sees the error nothing of it still writes.
+  static void wait_out(cudaStream_t stream) {
+    (void)cudaStreamSynchronize(stream);
+    (void)cudaGetLastError();
+  }
+
+  uint64_t mark(Direction direction, void* caller_stream) override {
+    cudaEvent_t event = nullptr;
+    if (!spare_events_.empty()) {
+      event = spare_events_.back();
+      spare_events_.pop_back();
+    } else {
+      check_cuda(cudaEventCreate(&event), "creating a timing event");
+    }
+    const cudaError_t recorded = cudaEventRecord(event, stream_for(direction, caller_stream));
+    if (recorded != cudaSuccess) {
+      spare_events_.push_back(event);
+      check_cuda(recorded, "recording a timing event");
+    }
+    marks_.emplace(++last_mark_, event);
+    return last_mark_;
+  }
+
+  MarkSpan span(uint64_t start, uint64_t end) override {
+    auto first = marks_.find(start);
+    auto last = marks_.find(end);
+    if (first == marks_.end() || last == marks_.end()) throw Error(cat("no timing marks ", start, " and ", end));
+    float elapsed_ms = 0;
+    float since_origin_ms = 0;
+    check_cuda(cudaEventElapsedTime(&elapsed_ms, first->second, last->second), "reading a copy's GPU time");
+    check_cuda(cudaEventElapsedTime(&since_origin_ms, origin_event_, last->second), "reading a copy's GPU time");
+    const MarkSpan result{static_cast<int64_t>(elapsed_ms * 1e6), origin_ns_ + static_cast<int64_t>(since_origin_ms * 1e6)};
+    spare_events_.push_back(first->second);
+    spare_events_.push_back(last->second);
+    marks_.erase(first);
+    marks_.erase(last);
+    return result;
   }
 
   void synchronize() override {
@@ -292,6 +369,11 @@ class CudaCopyEngine final : public CopyEngine {
   std::array<MetadataSlots, 2> metadata_;
   uint32_t bulk_stage_bytes_ = 0;
   uint32_t bulk_pipelines_ = 0;
+  cudaEvent_t origin_event_ = nullptr;
+  int64_t origin_ns_ = 0;
+  std::unordered_map<uint64_t, cudaEvent_t> marks_;
+  std::vector<cudaEvent_t> spare_events_;
+  uint64_t last_mark_ = 0;
 };
 
 }  // namespace

@@ -1,5 +1,8 @@
 // The host engine: memcpy on CPU threads, for machines without a GPU.
+#include <chrono>
 #include <cstring>
+#include <mutex>
+#include <unordered_map>
 #include <thread>
 
 #include "base/error.h"
@@ -22,6 +25,11 @@ class HostCopyEngine final : public CopyEngine {
 
   std::unique_ptr<CopyCompletion> launch(Direction direction, std::span<const BlockPair> pairs,
                                          CopyBackend backend) override {
+    enqueue(direction, pairs, backend, nullptr);
+    return std::make_unique<DoneCompletion>();
+  }
+
+  void enqueue(Direction direction, std::span<const BlockPair> pairs, CopyBackend backend, void*) override {
     if (backend != CopyBackend::kAuto && backend != CopyBackend::kHost) {
       throw Error(cat("the host copy engine has no ", backend_name(backend), " backend"));
     }
@@ -41,7 +49,25 @@ class HostCopyEngine final : public CopyEngine {
       }
       for (std::thread& worker : workers) worker.join();
     }
-    return std::make_unique<DoneCompletion>();
+  }
+
+  void when_done(Direction, void*, void (*fn)(void*), void* context) override { fn(context); }
+
+  uint64_t mark(Direction, void*) override {
+    std::lock_guard lock(marks_mutex_);
+    marks_.emplace(++last_mark_, monotonic_clock_ns());
+    return last_mark_;
+  }
+
+  MarkSpan span(uint64_t start, uint64_t end) override {
+    std::lock_guard lock(marks_mutex_);
+    auto first = marks_.find(start);
+    auto last = marks_.find(end);
+    if (first == marks_.end() || last == marks_.end()) throw Error(cat("no timing marks ", start, " and ", end));
+    const MarkSpan result{last->second - first->second, last->second};
+    marks_.erase(first);
+    marks_.erase(last);
+    return result;
   }
 
   void synchronize() override {}
@@ -49,8 +75,16 @@ class HostCopyEngine final : public CopyEngine {
   const std::vector<SegmentView>& views() const override { return views_; }
 
  private:
+  static int64_t monotonic_clock_ns() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  }
+
   std::vector<SegmentView> views_;
   unsigned threads_;
+  std::mutex marks_mutex_;
+  std::unordered_map<uint64_t, int64_t> marks_;
+  uint64_t last_mark_ = 0;
 };
 
 }  // namespace

@@ -208,21 +208,7 @@ void ArenaControl::release() {
   owner_ = 0;
 }
 
-ArenaLayout ArenaControl::layout() const {
-  const ParsedSegment& view = segment_.view();
-  ArenaLayout layout;
-  layout.tp = view.header.tp;
-  layout.pp = view.header.pp;
-  layout.blocks_per_chunk = view.header.blocks_per_chunk;
-  layout.chunk_count = view.header.chunk_count;
-  layout.plan_json = std::string(view.plan_json);
-  for (uint32_t rank = 0; rank < view.header.rank_count; ++rank) {
-    const RegionRecord& record = view.regions[rank];
-    layout.ranks.push_back({record.tp_rank, record.pp_rank, record.payload_bytes_per_block, record.bytes,
-                            record.node_requested});
-  }
-  return layout;
-}
+ArenaLayout ArenaControl::layout() const { return segment_layout(segment_.view()); }
 
 size_t ArenaControl::consume(uint32_t rank, std::span<Report> out) {
   const auto max = static_cast<uint32_t>(std::min<size_t>(out.size(), UINT32_MAX));

@@ -18,7 +18,7 @@
 #include "hugemem/arena.h"
 #include "ipc/arena_layout.h"
 #include "ipc/control_segment.h"
-#include "ipc/report.h"
+#include "protocol/report.h"
 #include "ipc/scheduler_counters.h"
 
 namespace hugepin {

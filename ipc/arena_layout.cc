@@ -5,7 +5,7 @@
 
 #include "base/error.h"
 #include "base/size.h"
-#include "ipc/report.h"
+#include "protocol/report.h"
 
 namespace hugepin {
 

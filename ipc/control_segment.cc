@@ -301,4 +301,19 @@ bool remove_control_segment(Os& os, std::string_view arena) {
   return true;
 }
 
+ArenaLayout segment_layout(const ParsedSegment& view) {
+  ArenaLayout layout;
+  layout.tp = view.header.tp;
+  layout.pp = view.header.pp;
+  layout.blocks_per_chunk = view.header.blocks_per_chunk;
+  layout.chunk_count = view.header.chunk_count;
+  layout.plan_json = std::string(view.plan_json);
+  for (uint32_t rank = 0; rank < view.header.rank_count; ++rank) {
+    const RegionRecord& record = view.regions[rank];
+    layout.ranks.push_back({record.tp_rank, record.pp_rank, record.payload_bytes_per_block, record.bytes,
+                            record.node_requested});
+  }
+  return layout;
+}
+
 }  // namespace hugepin

@@ -122,6 +122,9 @@ class ControlSegment {
   ParsedSegment view_;
 };
 
+// The layout a segment records (tp, pp, chunks, each rank's payload, region and node, the plan).
+ArenaLayout segment_layout(const ParsedSegment& view);
+
 // A rank's attachment as read from its record at one moment.
 struct RankStatus {
   uint64_t owner = 0;  // owner_word() of the worker that holds or last held it; 0: none

@@ -57,7 +57,7 @@ RankAttachment RankAttachment::attach(Os& os, std::string_view arena, uint32_t t
   const SegmentHeader& header = attachment.segment_.header();
   if (tp_rank >= header.tp || pp_rank >= header.pp) {
     throw Error(cat("rank (tp ", tp_rank, ", pp ", pp_rank, ") is outside arena '", arena, "' (tp ", header.tp, " x pp ",
-                    header.pp, ")"));
+                    header.pp, ")"), ERANGE);
   }
   const uint32_t rank = flat_rank(tp_rank, pp_rank, header.tp);
   const std::string name = rank_name(arena, rank, tp_rank, pp_rank);

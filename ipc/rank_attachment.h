@@ -20,7 +20,7 @@
 #include "base/os.h"
 #include "hugemem/region.h"
 #include "ipc/control_segment.h"
-#include "ipc/report.h"
+#include "protocol/report.h"
 
 namespace hugepin {
 
@@ -59,6 +59,7 @@ class RankAttachment {
   uint32_t pp_rank() const;
   const MappedRegion& region() const { return region_; }
   const SegmentHeader& header() const { return segment_.header(); }
+  const ControlSegment& segment() const { return segment_; }
   uint64_t payload_bytes_per_block() const;
   // True when this attach replaced a worker that had died holding the rank.
   bool took_over() const { return took_over_; }

@@ -32,7 +32,7 @@
 
 #include "base/os.h"
 #include "ipc/doorbell.h"
-#include "ipc/report.h"
+#include "protocol/report.h"
 
 namespace hugepin {
 

@@ -16,7 +16,7 @@
 namespace hugepin {
 
 // Plain values: what the scheduler publishes for the inspector at one moment (the part of
-// OffloadScheduler::figures() that lives in the control segment; see ipc/publish_figures.h).
+// OffloadScheduler::figures() that lives in the control segment; see session/published_figures.h).
 struct PublishedFigures {
   uint64_t pinned_chunks = 0;                 // chunks that hold at least one copy pin
   uint64_t jobs_waiting_quorum = 0;           // copy jobs not yet reported complete by every rank

@@ -9,7 +9,7 @@
 
 #include "cli/demo/demo_config.h"
 #include "hugemem/arena.h"
-#include "ipc/offload_scheduler.h"
+#include "protocol/offload_scheduler.h"
 
 namespace hugepin::demo {
 

@@ -1,22 +1,20 @@
-// One rank's process in `hugepin demo`: attaches its region, copies what the scheduler sends
-// with the copy engine (CUDA when present, host memcpy otherwise), checks every block it loads,
-// and posts copy-complete and compute-release reports to its ring.
+// One rank's process in `hugepin demo`: a WorkerSession over its rank, device KV on the GPU (or
+// host memory), jobs from the scheduler's channel. It stamps what it stores and checks every
+// block it loads; the session posts each job's report when its copies land.
 #pragma once
 
 #include <cstdint>
 #include <string>
 
 #include "cli/demo/demo_config.h"
-#include "planner/capacity_plan.h"
 
 namespace hugepin::demo {
 
 struct WorkerSetup {
   const DemoConfig* config = nullptr;
-  const planner::CapacityPlan* plan = nullptr;
   std::string arena;
-  uint32_t rank = 0;     // flat rank
-  int channel_fd = -1;   // the worker's end of its dispatch channel
+  uint32_t rank = 0;    // flat rank
+  int channel_fd = -1;  // the worker's end of its dispatch channel
   bool gpu = false;
   int device = 0;
 };

@@ -1,0 +1,203 @@
+#include "session/scheduler_session.h"
+
+#include <cerrno>
+
+#include "base/error.h"
+#include "base/log.h"
+#include "ipc/doorbell.h"
+#include "session/published_figures.h"
+
+namespace hugepin {
+namespace {
+
+SchedulerConfig scheduler_config(const ChunkGeometry& geometry, const SchedulerSessionOptions& options) {
+  SchedulerConfig config;
+  config.tp = geometry.tp();
+  config.pp = geometry.pp();
+  config.chunks = static_cast<uint32_t>(geometry.chunk_count());  // ChunkGeometry checked the range
+  config.max_jobs_in_flight = options.max_jobs_in_flight;
+  config.compute_barrier = options.compute_barrier;
+  return config;
+}
+
+// Reports moved from the rings per pop: a few cache lines' worth keeps a pass cheap.
+constexpr size_t kDrainBatch = 256;
+
+}  // namespace
+
+SchedulerSession::SchedulerSession(Os& os, std::string_view arena, ArenaControl control,
+                                   const SchedulerSessionOptions& options, bool created)
+    : os_(&os),
+      arena_(arena),
+      options_(options),
+      created_(created),
+      control_(std::move(control)),
+      layout_(control_.layout()),
+      geometry_(ChunkGeometry::of_layout(layout_)),
+      scheduler_(scheduler_config(geometry_, options)),
+      last_heard_(geometry_.ranks(), monotonic_ns()),
+      reports_(kDrainBatch) {
+  // Workers that attached before this adoption announced themselves to an earlier consumer (or
+  // their kAttach is still on the ring): watch the processes the records name now.
+  for (uint32_t rank = 0; rank < geometry_.ranks(); ++rank) {
+    const RankStatus status = control_.rank_status(rank);
+    if (status.alive && status.pid > 0) watch_.watch(rank, status.pid);
+  }
+}
+
+SchedulerSession SchedulerSession::create(Os& os, std::string_view arena, const planner::CapacityPlan& plan,
+                                          const ArenaOptions& arena_options, const SchedulerSessionOptions& options,
+                                          const ControlOptions& control, ArenaCreated* created) {
+  ChunkGeometry::of_plan(plan);  // refuses a plan whose chunk ids do not fit before anything is made
+  PlannedArena planned = planned_arena(plan);
+  ArenaOptions where = arena_options;
+  if (where.page_size == 0) where.page_size = planned.page_size;
+  ArenaCreated made = create_arena_with_control(os, arena, planned.layout, where, control);
+  try {
+    SchedulerSession session(os, arena, ArenaControl::adopt(os, arena), options, /*created=*/true);
+    if (created != nullptr) *created = std::move(made);
+    return session;
+  } catch (...) {
+    try {
+      destroy_arena_with_control(os, arena, where);
+    } catch (const std::exception& error) {
+      log::warn(cat("arena '", arena, "': cleaning up after a failed create: ", error.what()));
+    }
+    throw;
+  }
+}
+
+SchedulerSession SchedulerSession::adopt(Os& os, std::string_view arena, const SchedulerSessionOptions& options) {
+  return SchedulerSession(os, arena, ArenaControl::adopt(os, arena), options, /*created=*/false);
+}
+
+SchedulerSession::SchedulerSession(SchedulerSession&& other) noexcept
+    : os_(other.os_),
+      arena_(std::move(other.arena_)),
+      options_(other.options_),
+      created_(std::exchange(other.created_, false)),
+      control_(std::move(other.control_)),
+      layout_(std::move(other.layout_)),
+      geometry_(std::move(other.geometry_)),
+      scheduler_(std::move(other.scheduler_)),
+      watch_(std::move(other.watch_)),
+      last_heard_(std::move(other.last_heard_)),
+      exits_(std::move(other.exits_)),
+      reports_(std::move(other.reports_)),
+      gone_(std::move(other.gone_)),
+      last_publish_(other.last_publish_) {
+  other.os_ = nullptr;
+}
+
+SchedulerSession::~SchedulerSession() {
+  if (os_ == nullptr) return;  // moved from
+  try {
+    publish();
+  } catch (const std::exception& error) {
+    log::warn(cat("arena '", arena_, "': publishing the last figures: ", error.what()));
+  }
+  if (!created_ || options_.keep_arena) return;
+  control_ = ArenaControl();  // give the role back before the segment goes
+  try {
+    destroy_arena_with_control(*os_, arena_);
+  } catch (const std::exception& error) {
+    log::warn(cat("arena '", arena_, "': destroying it: ", error.what()));
+  }
+}
+
+JobId SchedulerSession::dispatch(JobKind kind, std::span<const ChunkId> chunks) {
+  if (chunks.empty()) throw Error("a job needs at least one chunk", EINVAL);
+  for (ChunkId chunk : chunks) {
+    if (chunk >= geometry_.chunk_count()) {
+      throw Error(cat("chunk ", chunk, " is out of range (arena '", arena_, "' has ", geometry_.chunk_count(), ")"),
+                  ERANGE);
+    }
+  }
+  try {
+    return scheduler_.dispatch(kind, chunks);
+  } catch (const Error& error) {
+    throw Error(error.what(), error.errno_value() != 0 ? error.errno_value() : EBUSY);
+  }
+}
+
+void SchedulerSession::retire(ChunkId chunk) {
+  if (chunk >= geometry_.chunk_count()) {
+    throw Error(cat("chunk ", chunk, " is out of range (arena '", arena_, "' has ", geometry_.chunk_count(), ")"),
+                ERANGE);
+  }
+  try {
+    scheduler_.retire(chunk);
+  } catch (const Error& error) {
+    throw Error(error.what(), error.errno_value() != 0 ? error.errno_value() : EINVAL);
+  }
+}
+
+size_t SchedulerSession::drain(int64_t timeout_ns) {
+  if (timeout_ns != 0) control_.wait_for_reports(timeout_ns);
+  size_t applied = 0;
+  for (uint32_t rank = 0; rank < geometry_.ranks(); ++rank) {
+    for (size_t n; (n = control_.consume(rank, reports_)) > 0;) {
+      for (size_t i = 0; i < n; ++i) apply(reports_[i]);
+      applied += n;
+      if (n < reports_.size()) break;
+    }
+  }
+  const int64_t now = monotonic_ns();
+  check_processes();
+  if (options_.heartbeat_timeout_ns > 0) check_heartbeats(now);
+  if (now - last_publish_ >= options_.publish_interval_ns) publish();
+  return applied;
+}
+
+void SchedulerSession::apply(const Report& report) {
+  const ReportVerdict verdict = scheduler_.apply(report);
+  if (report.rank < last_heard_.size()) last_heard_[report.rank] = monotonic_ns();
+  if (verdict != ReportVerdict::kApplied || report.kind != ReportKind::kAttach) return;
+  try {
+    watch_.watch(report.rank, static_cast<pid_t>(report.value));
+  } catch (const Error& error) {
+    // Without a watch the rank's exit is found only by the engine or a heartbeat timeout.
+    log::warn(cat("arena '", arena_, "': cannot watch rank ", report.rank, "'s process: ", error.what()));
+  }
+}
+
+void SchedulerSession::check_processes() {
+  gone_.clear();
+  watch_.poll(&gone_);
+  for (uint32_t rank : gone_) rank_process_gone(rank);
+}
+
+size_t SchedulerSession::rank_process_gone(uint32_t rank) {
+  if (rank >= geometry_.ranks()) throw Error(cat("rank ", rank, " is out of range"), ERANGE);
+  if (scheduler_.rank_state(rank) == RankLiveness::kExited) return 0;
+  const uint64_t pid = scheduler_.rank_pid(rank);
+  const size_t failed = scheduler_.rank_unresponsive(rank);
+  // Gone: nothing of it can still copy, so its chunks may leave quarantine.
+  scheduler_.rank_exited(rank);
+  control_.mark_dead_if_gone(rank);
+  watch_.forget(rank);
+  exits_.push_back({rank, pid, failed});
+  return failed;
+}
+
+void SchedulerSession::check_heartbeats(int64_t now) {
+  for (uint32_t rank = 0; rank < geometry_.ranks(); ++rank) {
+    if (scheduler_.rank_state(rank) != RankLiveness::kLive) continue;
+    if (now - last_heard_[rank] < options_.heartbeat_timeout_ns) continue;
+    log::warn(cat("arena '", arena_, "': ", describe_rank(rank, geometry_.tp()), " silent for ",
+                  (now - last_heard_[rank]) / 1'000'000, " ms: declared unresponsive"));
+    scheduler_.rank_unresponsive(rank);
+  }
+}
+
+void SchedulerSession::take_rank_exits(std::vector<RankExit>* out) {
+  out->insert(out->end(), exits_.begin(), exits_.end());
+  exits_.clear();
+}
+
+void SchedulerSession::publish() {
+  control_.publish(published_figures(scheduler_.figures()));
+  last_publish_ = monotonic_ns();
+}
+
+}  // namespace hugepin
