@@ -13,6 +13,7 @@
 #include "bench/ring_bench.h"
 #include "cli/command.h"
 #include "cli/gpu_bench_commands.h"
+#include "cli/offload_bench_command.h"
 #include "cli/spill_bench_command.h"
 #include "protocol/report.h"
 
@@ -291,6 +292,7 @@ void add_bench_commands(CLI::App& app, Context& context) {
 
   add_gpu_bench_commands(*bench, context);
   add_spill_bench_command(*bench, context);
+  add_offload_bench_command(*bench, context);
   auto ring_args = std::make_shared<RingArgs>();
   CLI::App* ring = bench->add_subcommand("ring", "Reports between two processes: hugepin's ring vs Boost.Lockfree spsc_queue");
   ring->add_option("--count", ring_args->count, "Reports per throughput run")->check(CLI::Range(uint64_t{1}, uint64_t{1} << 40));

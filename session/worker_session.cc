@@ -373,6 +373,11 @@ void WorkerSession::detach() {
   if (pinned_.host() != nullptr) pinned_.unpin();
 }
 
+CopyEngine& WorkerSession::engine() {
+  if (!engine_) throw Error(cat("rank ", attachment_.rank(), ": no device KV yet (set_device_kv first)"), EINVAL);
+  return *engine_;
+}
+
 RegionInfo WorkerSession::region() const {
   const MappedRegion& region = attachment_.region();
   RegionInfo info;

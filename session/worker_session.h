@@ -138,6 +138,11 @@ class WorkerSession {
   void detach();
   bool attached() const { return attachment_.attached(); }
 
+  // The copy engine set_device_kv built (Error EINVAL before it): for tools that copy without
+  // reports, such as the benchmarks' baselines. Copies launched on it directly are not this
+  // session's: no report, no release waits for them.
+  CopyEngine& engine();
+
   const ChunkGeometry& geometry() const { return geometry_; }
   const RankGeometry& rank_geometry() const { return geometry_.rank(attachment_.rank()); }
   RegionInfo region() const;

@@ -1,0 +1,563 @@
+#include "bench/offload_bench.h"
+
+#include <poll.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <iostream>
+#include <unordered_map>
+
+#include "base/size.h"
+#include "bench/offload_worker.h"
+#include "bench/stats.h"
+#include "cli/engine/chunk_cache.h"
+#include "cli/engine/kv_stamp.h"
+#include "cli/engine/mini_plan.h"
+#include "cli/engine/rank_processes.h"
+#include "hugemem/pool.h"
+#include "ipc/doorbell.h"
+#include "session/scheduler_session.h"
+
+namespace hugepin::bench {
+namespace {
+
+int64_t thread_cpu_ns() {
+  timespec now{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+  return now.tv_sec * 1'000'000'000LL + now.tv_nsec;
+}
+
+// A job that reached quorum: when the scheduler saw it, and what the ranks measured (the latest
+// GPU end and the longest GPU time; 0 until known).
+struct Settled {
+  JobId id = 0;
+  int64_t quorum_ns = 0;
+  int64_t gpu_done_ns = 0;
+  int64_t copy_ns = 0;
+};
+
+// How a row's jobs go to the ranks and come back settled. The driver (run_jobs) is shared.
+class Path {
+ public:
+  virtual ~Path() = default;
+  // Sends `job` to every rank (after pinning its chunks, for hugepin); returns its id.
+  virtual JobId dispatch(const cli::CacheJob& job) = 0;
+  // Waits up to `timeout_ns` for progress; appends jobs that reached quorum.
+  virtual void progress(int64_t timeout_ns, std::vector<Settled>* settled) = 0;
+  virtual void retire(ChunkId chunk) = 0;
+  virtual void take_reusable(std::vector<ChunkId>* out) = 0;
+  virtual void step() {}
+  uint64_t reports = 0;          // taken by the scheduler so far
+  int64_t delivery_cpu_ns = 0;   // the scheduler thread's CPU spent sending jobs and steps
+};
+
+// Sends one request to every rank, timing it as delivery.
+void send_all(const cli::RankProcesses& ranks, const BenchRequest& request, int64_t* delivery_cpu_ns) {
+  const int64_t start = thread_cpu_ns();
+  for (uint32_t rank = 0; rank < ranks.ranks(); ++rank) send_packet(ranks.channel(rank), request);
+  *delivery_cpu_ns += thread_cpu_ns() - start;
+}
+
+BenchRequest job_request(BenchOp op, JobId id, const cli::CacheJob& job) {
+  BenchRequest request;
+  request.op = op;
+  request.store = job.op == cli::CacheOp::kStore ? 1 : 0;
+  request.job = id;
+  request.count = static_cast<uint32_t>(job.chunks.size());
+  for (size_t i = 0; i < job.chunks.size(); ++i) request.copies[i] = {job.chunks[i], job.slots[i], 0};
+  return request;
+}
+
+class HugepinPath final : public Path {
+ public:
+  HugepinPath(SchedulerSession& session, const cli::RankProcesses& ranks, int64_t step_ns)
+      : session_(session), ranks_(ranks), step_ns_(step_ns), last_step_(monotonic_ns()) {}
+
+  JobId dispatch(const cli::CacheJob& job) override {
+    const JobId id = session_.dispatch(cli::job_kind(job.op), job.chunks);
+    send_all(ranks_, job_request(BenchOp::kJob, id, job), &delivery_cpu_ns);
+    return id;
+  }
+
+  void progress(int64_t timeout_ns, std::vector<Settled>* settled) override {
+    reports += session_.drain(timeout_ns);
+    const int64_t now = monotonic_ns();
+    ids_.clear();
+    session_.take_completed(&ids_);
+    for (JobId id : ids_) settled->push_back({id, now, 0, 0});
+    failed_.clear();
+    session_.take_failed(&failed_);
+    if (!failed_.empty()) throw Error(cat("hugepin bench offload: ", failed_.front().message));
+    if (now - last_step_ >= step_ns_) step();
+  }
+
+  void retire(ChunkId chunk) override { session_.retire(chunk); }
+  void take_reusable(std::vector<ChunkId>* out) override { session_.take_reusable(out); }
+
+  // Closes the epoch; every rank releases it once its copies launched before have landed.
+  void step() override {
+    BenchRequest request;
+    request.op = BenchOp::kEndStep;
+    request.value = session_.protocol().current_epoch();
+    session_.begin_epoch();
+    send_all(ranks_, request, &delivery_cpu_ns);
+    last_step_ = monotonic_ns();
+  }
+
+ private:
+  SchedulerSession& session_;
+  const cli::RankProcesses& ranks_;
+  int64_t step_ns_;
+  int64_t last_step_;
+  std::vector<JobId> ids_;
+  std::vector<FailedJob> failed_;
+};
+
+// The engines' way: completions over the ranks' sockets, counted to quorum in a hash map.
+class EngineWayPath final : public Path {
+ public:
+  explicit EngineWayPath(const cli::RankProcesses& ranks) : ranks_(ranks) {
+    for (uint32_t rank = 0; rank < ranks.ranks(); ++rank) fds_.push_back({ranks.channel(rank), POLLIN, 0});
+  }
+
+  JobId dispatch(const cli::CacheJob& job) override {
+    const JobId id = ++last_id_;
+    open_[id] = {};
+    send_all(ranks_, job_request(BenchOp::kEngineJob, id, job), &delivery_cpu_ns);
+    return id;
+  }
+
+  void progress(int64_t timeout_ns, std::vector<Settled>* settled) override {
+    const timespec timeout{timeout_ns / 1'000'000'000, timeout_ns % 1'000'000'000};
+    if (::ppoll(fds_.data(), fds_.size(), &timeout, nullptr) <= 0) return;
+    for (uint32_t rank = 0; rank < fds_.size(); ++rank) {
+      while (receive_packet(fds_[rank].fd, &reply_, /*wait=*/false)) {
+        if (reply_.kind != BenchReplyKind::kCompletions) throw Error("engine way: an unexpected reply from a rank");
+        const int64_t now = monotonic_ns();
+        for (uint32_t i = 0; i < reply_.count; ++i) {
+          const JobTiming& timing = reply_.timings[i];
+          ++reports;
+          Open& job = open_.at(timing.job);
+          job.gpu_done_ns = std::max(job.gpu_done_ns, timing.gpu_done_ns);
+          job.copy_ns = std::max(job.copy_ns, timing.copy_ns);
+          if (++job.reported < fds_.size()) continue;
+          settled->push_back({timing.job, now, job.gpu_done_ns, job.copy_ns});
+          open_.erase(timing.job);
+        }
+      }
+    }
+  }
+
+  // No fence: a retired chunk is reusable once its jobs settled, which they have.
+  void retire(ChunkId chunk) override { retired_.push_back(chunk); }
+  void take_reusable(std::vector<ChunkId>* out) override {
+    out->insert(out->end(), retired_.begin(), retired_.end());
+    retired_.clear();
+  }
+
+ private:
+  struct Open {
+    uint32_t reported = 0;
+    int64_t gpu_done_ns = 0;
+    int64_t copy_ns = 0;
+  };
+  const cli::RankProcesses& ranks_;
+  std::vector<pollfd> fds_;
+  std::unordered_map<JobId, Open> open_;
+  std::vector<ChunkId> retired_;
+  JobId last_id_ = 0;
+  BenchReply reply_;
+};
+
+// Everything a row measured, before it becomes an OffloadRow.
+struct Measured {
+  std::vector<double> settle_us, copy_us, overhead_us;
+  std::unordered_map<JobId, size_t> index;  // job -> its place in the vectors above
+  std::vector<Settled> jobs;
+  uint64_t bytes = 0;
+  uint64_t reports = 0;
+  double seconds = 0;
+  int64_t protocol_cpu_ns = 0;
+};
+
+class OffloadRun {
+ public:
+  OffloadRun(const OffloadBenchOptions& options, uint64_t block_bytes, int gpus)
+      : options_(options),
+        block_bytes_(block_bytes),
+        arena_(cat("bench-offload-", getpid(), "-", block_bytes / 1024, "k")),
+        session_(create_session()),
+        geometry_(session_.geometry()),
+        slots_(gpu_blocks() / options.blocks_per_chunk),
+        ranks_(geometry_.ranks(), [this, gpus](uint32_t rank, int channel) {
+          OffloadWorkerSetup setup{arena_, rank, options_.tp, channel, gpus > 0 ? static_cast<int>(rank % gpus) : -1,
+                                   gpu_blocks(), options_.poll_interval_ns};
+          run_offload_worker(setup);
+        }) {
+    for (uint32_t rank = 0; rank < geometry_.ranks(); ++rank) ranks_.spawn(rank);
+  }
+
+  // The ranks detach and exit before the arena goes (with the session).
+  ~OffloadRun() {
+    BenchRequest stop;
+    stop.op = BenchOp::kStop;
+    try {
+      for (uint32_t rank = 0; rank < ranks_.ranks(); ++rank) send_packet(ranks_.channel(rank), stop);
+      ranks_.wait_all();
+    } catch (const Error& error) {
+      std::cerr << "hugepin bench offload: stopping the ranks: " << error.what() << "\n";
+    }
+  }
+
+  uint64_t chunk_count() const { return geometry_.chunk_count(); }
+
+  OffloadRow copy_engine_row(Mix mix) {
+    BenchRequest burst;
+    burst.op = BenchOp::kBurst;
+    burst.seconds = options_.seconds;
+    burst.mix = mix;
+    burst.jobs_in_flight = options_.jobs_in_flight;
+    burst.chunks_per_job = options_.chunks_per_job;
+    int64_t ignored = 0;
+    send_all(ranks_, burst, &ignored);
+    OffloadRow row = blank_row(mix, OffloadPath::kCopyEngine);
+    for (uint32_t rank = 0; rank < ranks_.ranks(); ++rank) {
+      BenchReply reply = receive_reply(rank, BenchReplyKind::kBurstDone);
+      row.bytes += reply.bytes;
+      row.seconds = std::max(row.seconds, reply.seconds);
+    }
+    row.gb_per_second = static_cast<double>(row.bytes) / row.seconds / 1e9;
+    return row;
+  }
+
+  OffloadRow protocol_row(Mix mix, OffloadPath path_kind) {
+    const uint64_t tag = ++tag_;
+    stamp_slots(tag);
+    HugepinPath hugepin(session_, ranks_, options_.step_ns);
+    EngineWayPath engine_way(ranks_);
+    Path& path = path_kind == OffloadPath::kHugepin ? static_cast<Path&>(hugepin) : engine_way;
+    Measured measured = run_jobs(path, mix);
+    if (path_kind == OffloadPath::kHugepin) collect_timings(&measured);
+    OffloadRow row = blank_row(mix, path_kind);
+    fill_row(measured, &row);
+    check_sample(tag, &row);
+    return row;
+  }
+
+ private:
+  uint64_t gpu_blocks() const {
+    // Twice the slots the jobs in flight hold: GPU slots never limit the row.
+    return 2ull * options_.jobs_in_flight * options_.chunks_per_job * options_.blocks_per_chunk;
+  }
+
+  SchedulerSession create_session() {
+    cli::MiniPlan mini{options_.tp, options_.pp, options_.cpu_bytes, options_.blocks_per_chunk, gpu_blocks(), 0,
+                       block_bytes_ / 4096};
+    planner::HostInfo host;
+    host.pool = read_pool(real_os());
+    const planner::CapacityPlan plan = planner::make_plan(cli::mini_plan_input(mini), host);
+    SchedulerSessionOptions options;
+    options.max_jobs_in_flight = 4 * options_.jobs_in_flight;
+    return SchedulerSession::create(real_os(), arena_, plan, {}, options);
+  }
+
+  OffloadRow blank_row(Mix mix, OffloadPath path) const {
+    OffloadRow row;
+    row.block_bytes = block_bytes_;
+    row.mix = mix;
+    row.path = path;
+    return row;
+  }
+
+  BenchReply receive_reply(uint32_t rank, BenchReplyKind kind) {
+    BenchReply reply;
+    receive_packet(ranks_.channel(rank), &reply, /*wait=*/true);
+    if (reply.kind != kind) throw Error(cat("rank ", rank, ": an unexpected reply (", static_cast<int>(reply.kind), ")"));
+    if (reply.failed != 0) throw Error(reply.message);
+    return reply;
+  }
+
+  void stamp_slots(uint64_t tag) {
+    BenchRequest stamp;
+    stamp.op = BenchOp::kStamp;
+    stamp.value = tag;
+    int64_t ignored = 0;
+    send_all(ranks_, stamp, &ignored);
+    for (uint32_t rank = 0; rank < ranks_.ranks(); ++rank) receive_reply(rank, BenchReplyKind::kAck);
+    origin_slot_.assign(slots_, 0);
+    for (uint64_t s = 0; s < slots_; ++s) origin_slot_[s] = static_cast<int64_t>(s);
+    origin_chunk_.assign(geometry_.chunk_count(), -1);  // unknown until stored in this row
+  }
+
+  // The job's effect on what each slot and chunk holds, in the order jobs reached quorum.
+  void track(const cli::CacheJob& job) {
+    for (size_t i = 0; i < job.chunks.size(); ++i) {
+      if (job.op == cli::CacheOp::kStore) origin_chunk_[job.chunks[i]] = origin_slot_[job.slots[i]];
+      if (job.op == cli::CacheOp::kLoad) origin_slot_[job.slots[i]] = origin_chunk_[job.chunks[i]];
+    }
+  }
+
+  // The next job of `mix`, evicting idle stored chunks when few are free.
+  std::optional<cli::CacheJob> next_job(cli::ChunkCache& cache, Path& path, Mix mix, bool* store_next) {
+    for (ChunkId chunk : cache.evict(2 * options_.jobs_in_flight * options_.chunks_per_job)) path.retire(chunk);
+    cli::CacheOp op = mix == Mix::kStore ? cli::CacheOp::kStore : cli::CacheOp::kLoad;
+    if (mix == Mix::kMixed) {
+      op = *store_next ? cli::CacheOp::kStore : cli::CacheOp::kLoad;
+      *store_next = !*store_next;
+    }
+    std::optional<cli::CacheJob> job = cache.begin(op, options_.chunks_per_job);
+    if (!job && mix == Mix::kMixed) job = cache.begin(cli::CacheOp::kStore, options_.chunks_per_job);
+    return job;
+  }
+
+  // Runs jobs until the window ends and every job settled, then gives every chunk back.
+  Measured run_jobs(Path& path, Mix mix) {
+    cli::ChunkCache cache(geometry_.chunk_count(), slots_, 7);
+    std::unordered_map<JobId, std::pair<cli::CacheJob, int64_t>> open;  // job, dispatch time
+    std::vector<Settled> settled;
+    std::vector<ChunkId> reusable;
+    Measured measured;
+    auto settle = [&](bool timed, int64_t window_end) {
+      for (const Settled& done : settled) {
+        auto it = open.find(done.id);
+        track(it->second.first);
+        cache.completed(it->second.first);
+        if (timed && done.quorum_ns <= window_end) {
+          measured.index[done.id] = measured.jobs.size();
+          measured.jobs.push_back(done);
+          measured.settle_us.push_back((done.quorum_ns - it->second.second) / 1e3);
+          measured.bytes += it->second.first.chunks.size() * geometry_.chunk_bytes_all_ranks();
+        }
+        open.erase(it);
+      }
+      settled.clear();
+      reusable.clear();
+      path.take_reusable(&reusable);
+      for (ChunkId chunk : reusable) cache.reusable(chunk);
+    };
+    int64_t cpu_end = 0;
+    int64_t delivery_end = 0;
+    auto run = [&](Mix run_mix, int64_t until, bool timed, uint64_t stop_after_stored) {
+      bool store_next = true;
+      while (monotonic_ns() < until && cache.stored() < stop_after_stored) {
+        while (open.size() < options_.jobs_in_flight) {
+          std::optional<cli::CacheJob> job = next_job(cache, path, run_mix, &store_next);
+          if (!job) break;
+          const int64_t now = monotonic_ns();
+          const JobId id = path.dispatch(*job);
+          open.emplace(id, std::make_pair(std::move(*job), now));
+        }
+        path.progress(1'000'000, &settled);
+        settle(timed, until);
+      }
+      cpu_end = thread_cpu_ns();
+      delivery_end = path.delivery_cpu_ns;
+      while (!open.empty()) {  // let the rest land; outside the window they do not count
+        path.progress(1'000'000, &settled);
+        settle(timed, until);
+      }
+    };
+    if (mix == Mix::kLoad) {  // something to load: about half the chunks stored first, untimed
+      const uint64_t in_flight = uint64_t{options_.jobs_in_flight} * options_.chunks_per_job;
+      run(Mix::kStore, monotonic_ns() + 30'000'000'000, false, (geometry_.chunk_count() - 2 * in_flight) / 2);
+    }
+    const int64_t reports_before = static_cast<int64_t>(path.reports);
+    const int64_t delivery_before = path.delivery_cpu_ns;
+    const int64_t cpu_start = thread_cpu_ns();
+    const int64_t start = monotonic_ns();
+    const int64_t window_end = start + static_cast<int64_t>(options_.seconds * 1e9);
+    run(mix, window_end, true, UINT64_MAX);
+    measured.seconds = options_.seconds;
+    measured.protocol_cpu_ns = (cpu_end - cpu_start) - (delivery_end - delivery_before);
+    measured.reports = path.reports - reports_before;
+    for (const Settled& job : measured.jobs) {
+      if (job.gpu_done_ns == 0) continue;  // hugepin: filled in by collect_timings
+      record_gpu(job.id, job.gpu_done_ns, job.copy_ns, &measured);
+    }
+    give_back_all(cache, path);
+    return measured;
+  }
+
+  void record_gpu(JobId id, int64_t gpu_done_ns, int64_t copy_ns, Measured* measured) {
+    const Settled& job = measured->jobs[measured->index.at(id)];
+    measured->copy_us.push_back(copy_ns / 1e3);
+    measured->overhead_us.push_back((job.quorum_ns - gpu_done_ns) / 1e3);
+  }
+
+  // Every stored chunk retired and back through the fence, so the next row starts clean.
+  void give_back_all(cli::ChunkCache& cache, Path& path) {
+    for (ChunkId chunk : cache.evict(geometry_.chunk_count())) path.retire(chunk);
+    std::vector<Settled> none;
+    std::vector<ChunkId> reusable;
+    for (int64_t deadline = monotonic_ns() + 30'000'000'000; cache.free() < geometry_.chunk_count();) {
+      if (monotonic_ns() > deadline) throw Error("chunks did not come back through the fence within 30 s");
+      path.step();
+      path.progress(1'000'000, &none);
+      reusable.clear();
+      path.take_reusable(&reusable);
+      for (ChunkId chunk : reusable) cache.reusable(chunk);
+    }
+  }
+
+  // The hugepin row: each rank's GPU timings of its jobs; a job's are its slowest rank's.
+  void collect_timings(Measured* measured) {
+    BenchRequest request;
+    request.op = BenchOp::kTimings;
+    int64_t ignored = 0;
+    send_all(ranks_, request, &ignored);
+    std::unordered_map<JobId, std::pair<int64_t, int64_t>> latest;  // gpu done, copy
+    for (uint32_t rank = 0; rank < ranks_.ranks(); ++rank) {
+      for (BenchReply reply; reply.count == kMaxTimingsPerPacket || reply.kind != BenchReplyKind::kTimings;) {
+        reply = receive_reply(rank, BenchReplyKind::kTimings);
+        for (uint32_t i = 0; i < reply.count; ++i) {
+          const JobTiming& timing = reply.timings[i];
+          if (measured->index.count(timing.job) == 0) continue;  // outside the window
+          auto& [done, copy] = latest[timing.job];
+          done = std::max(done, timing.gpu_done_ns);
+          copy = std::max(copy, timing.copy_ns);
+        }
+      }
+    }
+    for (const auto& [job, timing] : latest) record_gpu(job, timing.first, timing.second, measured);
+  }
+
+  void fill_row(const Measured& m, OffloadRow* row) const {
+    row->seconds = m.seconds;
+    row->jobs = m.jobs.size();
+    row->bytes = m.bytes;
+    row->gb_per_second = static_cast<double>(m.bytes) / m.seconds / 1e9;
+    row->settle_p50_us = percentile(m.settle_us, 50);
+    row->settle_p99_us = percentile(m.settle_us, 99);
+    row->copy_p50_us = percentile(m.copy_us, 50);
+    row->overhead_p50_us = percentile(m.overhead_us, 50);
+    row->overhead_p99_us = percentile(m.overhead_us, 99);
+    const double jobs = std::max<double>(1, static_cast<double>(m.jobs.size()));
+    row->cpu_us_per_job = static_cast<double>(m.protocol_cpu_ns) / 1e3 / jobs;
+    row->cpu_us_per_job_rank = row->cpu_us_per_job / geometry_.ranks();
+    row->reports_per_second = static_cast<double>(m.reports) / m.seconds;
+  }
+
+  // A sample of host chunks (read here from every rank's region) and of GPU slots (read by the
+  // ranks) whose stamps this row's jobs determined: each must hold exactly that stamp.
+  void check_sample(uint64_t tag, OffloadRow* row) {
+    constexpr size_t kSample = 16;
+    std::vector<ChunkId> chunks;
+    for (ChunkId c = 0; c < origin_chunk_.size() && chunks.size() < kSample; ++c) {
+      if (origin_chunk_[c] >= 0) chunks.push_back(c);
+    }
+    for (uint32_t rank = 0; rank < geometry_.ranks(); ++rank) {
+      MappedRegion region = open_region(real_os(), arena_, rank, /*writable=*/false);
+      for (ChunkId chunk : chunks) {
+        for (size_t s = 0; s < geometry_.rank(rank).segments.size(); ++s) {
+          const std::span<const std::byte> blocks(region.data() + geometry_.host_block_offset(rank, s, chunk, 0),
+                                                  geometry_.chunk_segment_bytes(rank, s));
+          const cli::ChunkStamp stamp{static_cast<uint64_t>(origin_chunk_[chunk]), tag, rank, s};
+          if (auto b = cli::wrong_block(blocks, geometry_.rank(rank).segments[s].bytes_per_block, stamp)) {
+            throw Error(cat("rank ", rank, ": host chunk ", chunk, " segment ", s, " block ", *b,
+                            " does not hold what GPU slot ", origin_chunk_[chunk], " held"));
+          }
+        }
+        ++row->chunks_checked;
+      }
+    }
+    BenchRequest check;
+    check.op = BenchOp::kCheck;
+    check.value = tag;
+    for (uint64_t s = 0; s < slots_ && check.count < kSample; ++s) {
+      if (origin_slot_[s] >= 0) check.copies[check.count++] = {0, s, static_cast<uint64_t>(origin_slot_[s])};
+    }
+    int64_t ignored = 0;
+    send_all(ranks_, check, &ignored);
+    for (uint32_t rank = 0; rank < ranks_.ranks(); ++rank) receive_reply(rank, BenchReplyKind::kAck);
+    row->slots_checked = uint64_t{check.count} * ranks_.ranks();
+  }
+
+  const OffloadBenchOptions& options_;
+  uint64_t block_bytes_;
+  std::string arena_;
+  SchedulerSession session_;
+  const ChunkGeometry& geometry_;
+  uint64_t slots_;
+  cli::RankProcesses ranks_;
+  uint64_t tag_ = 0;
+  std::vector<int64_t> origin_slot_;   // the slot whose stamp each GPU slot holds; -1: unknown
+  std::vector<int64_t> origin_chunk_;  // the same for each host chunk
+};
+
+}  // namespace
+
+const char* path_name(OffloadPath path) {
+  switch (path) {
+    case OffloadPath::kCopyEngine: return "copy engine";
+    case OffloadPath::kHugepin: return "hugepin";
+    case OffloadPath::kEngineWay: return "engine way";
+  }
+  return "?";
+}
+
+const char* mix_name(Mix mix) { return mix == Mix::kMixed ? "mixed" : mix == Mix::kStore ? "store" : "load"; }
+
+Mix parse_mix(const std::string& text) {
+  for (Mix mix : {Mix::kMixed, Mix::kStore, Mix::kLoad}) {
+    if (text == mix_name(mix)) return mix;
+  }
+  throw Error(cat("unknown mix '", text, "' (mixed, store, load)"));
+}
+
+void check_offload_bench_options(const OffloadBenchOptions& o) {
+  if (o.tp == 0 || o.pp == 0 || o.tp * o.pp > 64) throw Error(cat("--tp ", o.tp, " x --pp ", o.pp, ": 1 to 64 ranks"));
+  if (o.block_bytes.empty() || o.mixes.empty()) throw Error("no block size or no mix to run");
+  for (uint64_t bytes : o.block_bytes) {
+    if (bytes == 0 || bytes % (8 << 10) != 0 || bytes > (4u << 20)) {
+      throw Error(cat("--blocks ", format_bytes(bytes), ": a multiple of 8 KiB up to 4 MiB"));
+    }
+  }
+  if (!(o.seconds > 0 && o.seconds <= 600)) throw Error(cat("--seconds ", o.seconds, ": more than 0, at most 600"));
+  if (o.jobs_in_flight == 0 || o.jobs_in_flight > 256) throw Error(cat("--jobs-in-flight ", o.jobs_in_flight, ": 1 to 256"));
+  if (o.chunks_per_job == 0 || o.chunks_per_job > kMaxCopiesPerPacket) {
+    throw Error(cat("--chunks-per-job ", o.chunks_per_job, ": 1 to ", kMaxCopiesPerPacket));
+  }
+  if (o.cpu_bytes == 0) throw Error("--cpu-bytes 0: the host KV needs room for the chunks in flight");
+  if (o.backend != "auto" && o.backend != "gpu" && o.backend != "host") {
+    throw Error(cat("--backend ", o.backend, ": auto, gpu or host"));
+  }
+}
+
+OffloadBenchResult run_offload_bench(const OffloadBenchOptions& options,
+                                     const std::function<void(const std::string&)>& progress) {
+  check_offload_bench_options(options);
+  OffloadBenchResult result;
+  result.gpus = cli::gpus_for_backend(options.backend);
+  result.gpu = result.gpus > 0;
+  result.ranks = options.tp * options.pp;
+  for (uint64_t block : options.block_bytes) {
+    progress(cat(format_bytes(block), " blocks: creating the arena and starting ", result.ranks, " ranks"));
+    OffloadRun run(options, block, result.gpus);
+    result.chunk_counts.push_back(run.chunk_count());
+    const uint64_t in_flight = uint64_t{options.jobs_in_flight} * options.chunks_per_job;
+    if (run.chunk_count() < 4 * in_flight) {
+      throw Error(cat("--cpu-bytes ", format_bytes(options.cpu_bytes), " gives ", run.chunk_count(), " chunks of ",
+                      format_bytes(block), " blocks: at least ", 4 * in_flight, " are needed for ",
+                      options.jobs_in_flight, " jobs of ", options.chunks_per_job, " chunks in flight"));
+    }
+    for (Mix mix : options.mixes) {
+      progress(cat(format_bytes(block), " ", mix_name(mix), ": copy engine alone"));
+      const OffloadRow ceiling = run.copy_engine_row(mix);
+      result.rows.push_back(ceiling);
+      for (OffloadPath path : {OffloadPath::kHugepin, OffloadPath::kEngineWay}) {
+        progress(cat(format_bytes(block), " ", mix_name(mix), ": ", path_name(path)));
+        OffloadRow row = run.protocol_row(mix, path);
+        row.of_ceiling = ceiling.gb_per_second > 0 ? row.gb_per_second / ceiling.gb_per_second : 0;
+        result.chunks_checked += row.chunks_checked;
+        result.slots_checked += row.slots_checked;
+        result.rows.push_back(row);
+      }
+      result.rows[result.rows.size() - 3].of_ceiling = 1;
+    }
+  }
+  return result;
+}
+
+}  // namespace hugepin::bench

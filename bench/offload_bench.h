@@ -1,0 +1,100 @@
+// `hugepin bench offload`: the whole offload path at engine speed, beside the copy engine alone
+// and beside the way engines report completions now, in the same worker processes.
+//
+// TP x PP rank processes (cli/engine: the demo's plan, whose pipeline stages hold unequal
+// payloads), one arena, the scheduler in this process. For each block size and each mix (mixed,
+// store-only, load-only), three rows, one after the other:
+//   copy engine  every rank copies random chunks on its copy engine for `seconds`, `jobs_in_flight`
+//                launches out at a time: no jobs, no reports. The ceiling.
+//   hugepin      the scheduler dispatches jobs (SchedulerSession: copy pins), sends them to every
+//                rank (the engine's own channel), the ranks copy through their WorkerSession,
+//                which posts each report from the copy's completion; the scheduler drains the
+//                rings (quorum), retires evicted chunks, steps epochs, takes chunks back through
+//                the fence.
+//   engine way   the same jobs and chunks; each rank polls its copies' CUDA events every
+//                poll_interval while any is out and sends completions over its Unix socket; the
+//                scheduler counts them to quorum in a hash map (vLLM: get_finished ->
+//                KVOutputAggregator; Dynamo: ZMQ acks). No pins, no fence.
+// The timed part moves data only. Correctness is checked outside it: every GPU slot is stamped
+// before a row, the scheduler tracks which slot's stamp each chunk and slot holds, and after the
+// row a sample of host chunks (read from every rank's region) and GPU slots (read by the ranks)
+// must hold exactly that; a mismatch fails the run.
+//
+// Latency: settle = dispatch -> quorum seen by the scheduler. copy = the job's own GPU time (the
+// longest rank's, from timing events around its copies). overhead = quorum seen - the moment the
+// last rank's copies ended on the GPU (its end event on CLOCK_MONOTONIC): what reporting and
+// quorum add, whatever queued ahead of the job. CPU: the scheduler thread's CPU time for the
+// protocol (hugepin: dispatch, drain, retire, fence; engine way: receiving completions and
+// counting them), without the engine's own job delivery (the sends, the same in both rows).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "bench/offload_messages.h"
+
+namespace hugepin::bench {
+
+struct OffloadBenchOptions {
+  uint32_t tp = 2;
+  uint32_t pp = 2;
+  // Bytes of one block in one segment on even pipeline stages (odd stages hold half): multiples
+  // of 8 KiB (the plan's heads of 16 tokens x 128 bf16 values).
+  std::vector<uint64_t> block_bytes{16 << 10, 64 << 10};
+  std::vector<Mix> mixes{Mix::kMixed, Mix::kStore, Mix::kLoad};
+  std::string backend = "auto";  // auto (GPU when one answers), gpu, host
+  double seconds = 2;            // per row
+  uint32_t jobs_in_flight = 8;
+  uint32_t chunks_per_job = 4;
+  uint64_t cpu_bytes = uint64_t{1} << 30;  // host KV over all ranks
+  uint64_t blocks_per_chunk = 16;
+  int64_t poll_interval_ns = 50'000;  // the engine way's event polling
+  int64_t step_ns = 2'000'000;        // the hugepin row's compute epochs
+};
+
+enum class OffloadPath : uint8_t { kCopyEngine = 0, kHugepin = 1, kEngineWay = 2 };
+const char* path_name(OffloadPath path);  // "copy engine", "hugepin", "engine way"
+const char* mix_name(Mix mix);            // "mixed", "store", "load"
+// Parses "mixed", "store", "load"; throws Error naming the text.
+Mix parse_mix(const std::string& text);
+
+struct OffloadRow {
+  uint64_t block_bytes = 0;
+  Mix mix = Mix::kMixed;
+  OffloadPath path = OffloadPath::kCopyEngine;
+  double seconds = 0;
+  uint64_t jobs = 0;   // settled in the timed part (copy engine: launches per rank, summed)
+  uint64_t bytes = 0;  // moved in the timed part, all ranks
+  double gb_per_second = 0;
+  double of_ceiling = 0;  // gb_per_second / the copy engine's row of the same block and mix
+  double settle_p50_us = 0, settle_p99_us = 0;
+  double copy_p50_us = 0;
+  double overhead_p50_us = 0, overhead_p99_us = 0;
+  double cpu_us_per_job = 0;        // the protocol's, on the scheduler thread
+  double cpu_us_per_job_rank = 0;   // the same per rank
+  double reports_per_second = 0;    // reports the scheduler took (engine way: completions)
+  uint64_t chunks_checked = 0;      // host chunk copies checked after the row, over ranks
+  uint64_t slots_checked = 0;       // GPU slots checked after the row, over ranks
+};
+
+struct OffloadBenchResult {
+  bool gpu = false;
+  int gpus = 0;
+  uint32_t ranks = 0;
+  std::vector<uint64_t> chunk_counts;  // per block size: the plan's chunk count
+  std::vector<OffloadRow> rows;
+  uint64_t chunks_checked = 0;
+  uint64_t slots_checked = 0;
+};
+
+// Throws Error naming the option out of range.
+void check_offload_bench_options(const OffloadBenchOptions& options);
+
+// Runs every block size, mix and path. Throws Error when a check fails (a wrong byte, a failed
+// job, a rank that died), naming what was wrong. Calls `progress` before each row.
+OffloadBenchResult run_offload_bench(const OffloadBenchOptions& options,
+                                     const std::function<void(const std::string&)>& progress);
+
+}  // namespace hugepin::bench

@@ -1,0 +1,233 @@
+#include "bench/offload_worker.h"
+
+#include <poll.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <deque>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <random>
+
+#include "bench/offload_messages.h"
+#include "cli/engine/device_kv.h"
+#include "cli/engine/kv_stamp.h"
+#include "session/worker_session.h"
+
+namespace hugepin::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+WorkerSessionOptions timed() {
+  WorkerSessionOptions options;
+  options.time_copies = true;
+  return options;
+}
+
+class OffloadWorker {
+ public:
+  explicit OffloadWorker(const OffloadWorkerSetup& setup)
+      : setup_(setup),
+        session_(real_os(), setup.arena, setup.rank % setup.tp, setup.rank / setup.tp, timed()),
+        geometry_(session_.geometry()),
+        random_(setup.rank + 1) {
+    if (setup.device >= 0) session_.pin(setup.device);
+    kv_.emplace(session_.rank_geometry(), setup.gpu_blocks, setup.device);
+    session_.set_device_kv(kv_->segments(), setup.device >= 0 ? WorkerBackend::kGpu : WorkerBackend::kHost);
+  }
+
+  void run() {
+    pollfd fds[2] = {{setup_.channel, POLLIN, 0}, {session_.completion_fd(), POLLIN, 0}};
+    for (BenchRequest request;;) {
+      // The engines' way polls its events while any is out; otherwise sleep until something comes.
+      const timespec poll_every{0, setup_.poll_interval_ns};
+      ::ppoll(fds, 2, engine_jobs_.empty() ? nullptr : &poll_every, nullptr);
+      uint64_t landed = 0;
+      if (::read(fds[1].fd, &landed, sizeof landed) > 0) session_.take_finished(&finished_);
+      poll_engine_jobs();
+      while (receive_packet(setup_.channel, &request, /*wait=*/false)) {
+        if (request.op == BenchOp::kStop) return;
+        handle(request);
+      }
+    }
+  }
+
+ private:
+  std::vector<BlockPair> pairs_of(const BenchRequest& request) const {
+    std::vector<BlockPair> pairs;
+    const Direction direction = request.store ? Direction::kDeviceToHost : Direction::kHostToDevice;
+    for (uint32_t i = 0; i < request.count; ++i) {
+      geometry_.append_chunk_pairs(direction, request.copies[i].chunk,
+                                   request.copies[i].slot * geometry_.blocks_per_chunk(), &pairs);
+    }
+    return pairs;
+  }
+
+  void handle(const BenchRequest& request) {
+    switch (request.op) {
+      case BenchOp::kJob: {
+        const std::vector<BlockPair> pairs = pairs_of(request);
+        request.store ? session_.store(request.job, pairs) : session_.load(request.job, pairs);
+        break;
+      }
+      case BenchOp::kEngineJob: launch_engine_job(request); break;
+      case BenchOp::kEndStep: session_.release(request.value); break;
+      case BenchOp::kBurst: burst(request); break;
+      case BenchOp::kStamp: stamp(request.value); break;
+      case BenchOp::kTimings: send_timings(); break;
+      case BenchOp::kCheck: check(request); break;
+      case BenchOp::kStop: break;
+    }
+  }
+
+  // The engines' way: the copy and its event, found done by polling, reported over the socket.
+  void launch_engine_job(const BenchRequest& request) {
+    CopyEngine& engine = session_.engine();
+    const Direction direction = request.store ? Direction::kDeviceToHost : Direction::kHostToDevice;
+    const std::vector<BlockPair> pairs = pairs_of(request);
+    const uint64_t start = engine.mark(direction, nullptr);
+    std::unique_ptr<CopyCompletion> done = engine.launch(direction, pairs);
+    engine_jobs_.push_back({request.job, std::move(done), start, engine.mark(direction, nullptr)});
+  }
+
+  void poll_engine_jobs() {
+    BenchReply reply;
+    reply.kind = BenchReplyKind::kCompletions;
+    reply.rank = setup_.rank;
+    // Each direction has its own stream: look at every job, not only the oldest.
+    for (auto it = engine_jobs_.begin(); it != engine_jobs_.end() && reply.count < kMaxTimingsPerPacket;) {
+      if (!it->done->done()) {
+        ++it;
+        continue;
+      }
+      const CopyEngine::MarkSpan span = session_.engine().span(it->start, it->end);
+      reply.timings[reply.count++] = {it->job, span.elapsed_ns, span.end_ns};
+      it = engine_jobs_.erase(it);
+    }
+    if (reply.count > 0) send_packet(setup_.channel, reply);
+  }
+
+  // Batches of timings; the last packet holds fewer than a full one (none, when they came out even).
+  void send_timings() {
+    session_.take_finished(&finished_);
+    BenchReply reply;
+    reply.kind = BenchReplyKind::kTimings;
+    reply.rank = setup_.rank;
+    size_t next = 0;
+    do {
+      reply.count = 0;
+      for (; next < finished_.size() && reply.count < kMaxTimingsPerPacket; ++next) {
+        reply.timings[reply.count++] = {finished_[next].job, finished_[next].copy_ns, finished_[next].gpu_done_ns};
+      }
+      send_packet(setup_.channel, reply);
+    } while (reply.count == kMaxTimingsPerPacket);
+    finished_.clear();
+  }
+
+  // The copy engine alone: random chunks and slots, `jobs_in_flight` launches out at a time.
+  void burst(const BenchRequest& request) {
+    CopyEngine& engine = session_.engine();
+    std::uniform_int_distribution<uint64_t> chunk(0, geometry_.chunk_count() - 1);
+    std::uniform_int_distribution<uint64_t> slot(0, setup_.gpu_blocks / geometry_.blocks_per_chunk() - 1);
+    std::deque<std::unique_ptr<CopyCompletion>> out;
+    uint64_t bytes = 0;
+    bool store = request.mix != Mix::kLoad;
+    const auto start = Clock::now();
+    const auto until = start + std::chrono::duration<double>(request.seconds);
+    std::vector<BlockPair> pairs;
+    while (Clock::now() < until) {
+      if (out.size() == request.jobs_in_flight) {
+        out.front()->wait();
+        out.pop_front();
+      }
+      pairs.clear();
+      const Direction direction = store ? Direction::kDeviceToHost : Direction::kHostToDevice;
+      for (uint32_t i = 0; i < request.chunks_per_job; ++i) {
+        geometry_.append_chunk_pairs(direction, chunk(random_), slot(random_) * geometry_.blocks_per_chunk(), &pairs);
+      }
+      out.push_back(engine.launch(direction, pairs));
+      bytes += copy_request_bytes(engine.views(), pairs);
+      if (request.mix == Mix::kMixed) store = !store;
+    }
+    for (auto& completion : out) completion->wait();  // what was launched in time counts once landed
+    BenchReply reply;
+    reply.kind = BenchReplyKind::kBurstDone;
+    reply.rank = setup_.rank;
+    reply.bytes = bytes;
+    reply.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    send_packet(setup_.channel, reply);
+  }
+
+  cli::ChunkStamp slot_stamp(uint64_t origin, uint64_t tag, size_t segment) const {
+    return {origin, tag, setup_.rank, segment};
+  }
+
+  void stamp(uint64_t tag) {
+    const uint64_t slots = setup_.gpu_blocks / geometry_.blocks_per_chunk();
+    for (size_t s = 0; s < kv_->segments().size(); ++s) {
+      staging_.resize(geometry_.chunk_segment_bytes(setup_.rank, s));
+      for (uint64_t slot = 0; slot < slots; ++slot) {
+        cli::stamp_blocks(staging_, kv_->segments()[s].bytes_per_block, slot_stamp(slot, tag, s));
+        kv_->write(s, slot * geometry_.blocks_per_chunk(), staging_);
+      }
+    }
+    ack("");
+  }
+
+  void check(const BenchRequest& request) {
+    for (uint32_t i = 0; i < request.count; ++i) {
+      const SlotCopy& copy = request.copies[i];
+      for (size_t s = 0; s < kv_->segments().size(); ++s) {
+        staging_.resize(geometry_.chunk_segment_bytes(setup_.rank, s));
+        kv_->read(s, copy.slot * geometry_.blocks_per_chunk(), staging_);
+        if (auto b = cli::wrong_block(staging_, kv_->segments()[s].bytes_per_block, slot_stamp(copy.origin, request.value, s))) {
+          return ack(cat("rank ", setup_.rank, ": GPU slot ", copy.slot, " segment ", s, " block ", *b,
+                         " does not hold what slot ", copy.origin, " held"));
+        }
+      }
+    }
+    ack("");
+  }
+
+  void ack(const std::string& failure) {
+    BenchReply reply;
+    reply.kind = BenchReplyKind::kAck;
+    reply.rank = setup_.rank;
+    reply.failed = failure.empty() ? 0 : 1;
+    failure.copy(reply.message, sizeof reply.message - 1);
+    send_packet(setup_.channel, reply);
+  }
+
+  struct EngineJob {
+    uint64_t job;
+    std::unique_ptr<CopyCompletion> done;
+    uint64_t start;
+    uint64_t end;
+  };
+
+  const OffloadWorkerSetup& setup_;
+  std::optional<cli::DeviceKv> kv_;  // before session_: freed after its copies landed
+  WorkerSession session_;
+  const ChunkGeometry& geometry_;
+  std::vector<JobResult> finished_;
+  std::deque<EngineJob> engine_jobs_;
+  std::vector<std::byte> staging_;
+  std::mt19937_64 random_;
+};
+
+}  // namespace
+
+void run_offload_worker(const OffloadWorkerSetup& setup) {
+  try {
+    OffloadWorker worker(setup);
+    worker.run();
+  } catch (const std::exception& error) {
+    std::cerr << "hugepin bench offload: rank " << setup.rank << ": " << error.what() << "\n";
+    _exit(1);
+  }
+  _exit(0);
+}
+
+}  // namespace hugepin::bench

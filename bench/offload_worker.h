@@ -1,0 +1,25 @@
+// One rank process of `hugepin bench offload`: a WorkerSession (GPU timing on) over its rank, a
+// device KV stand-in, and the three ways the benchmark moves the same blocks: the copy engine
+// alone, the hugepin path (reports posted from the completion itself), and the engines' way
+// (poll the copy's CUDA event, send the completion over the Unix socket).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace hugepin::bench {
+
+struct OffloadWorkerSetup {
+  std::string arena;
+  uint32_t rank = 0;      // flat
+  uint32_t tp = 1;
+  int channel = -1;       // this rank's end of its socket pair
+  int device = -1;        // GPU, or -1 for the host backend
+  uint64_t gpu_blocks = 0;
+  int64_t poll_interval_ns = 50'000;  // the engines' way: how often a waiting rank checks its events
+};
+
+// Runs until kStop, then exits the process: 0, or 1 after one line on stderr.
+[[noreturn]] void run_offload_worker(const OffloadWorkerSetup& setup);
+
+}  // namespace hugepin::bench

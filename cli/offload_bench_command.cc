@@ -1,0 +1,130 @@
+// hugepin bench offload: the whole offload path beside the copy engine alone and the engines' way
+// (bench/offload_bench.h says what each row does and what each column measures).
+#include "cli/offload_bench_command.h"
+
+#include <unistd.h>
+
+#include <iostream>
+
+#include "base/size.h"
+#include "base/table.h"
+#include "bench/offload_bench.h"
+
+namespace hugepin::cli {
+namespace {
+
+struct OffloadArgs {
+  bench::OffloadBenchOptions options;
+  std::vector<std::string> blocks{"16K", "64K"};
+  std::vector<std::string> mixes{"mixed", "store", "load"};
+  std::string cpu_bytes = "1G";
+  double poll_us = 50;
+  bool json = false;
+};
+
+std::string us(double value) { return fixed(value, 1); }
+
+Json row_json(const bench::OffloadRow& row) {
+  return {{"block_bytes", row.block_bytes},
+          {"mix", bench::mix_name(row.mix)},
+          {"path", bench::path_name(row.path)},
+          {"seconds", row.seconds},
+          {"jobs", row.jobs},
+          {"bytes", row.bytes},
+          {"gb_per_second", row.gb_per_second},
+          {"of_ceiling", row.of_ceiling},
+          {"settle_us", {{"p50", row.settle_p50_us}, {"p99", row.settle_p99_us}}},
+          {"copy_us", {{"p50", row.copy_p50_us}}},
+          {"overhead_us", {{"p50", row.overhead_p50_us}, {"p99", row.overhead_p99_us}}},
+          {"scheduler_cpu_us_per_job", row.cpu_us_per_job},
+          {"scheduler_cpu_us_per_job_rank", row.cpu_us_per_job_rank},
+          {"reports_per_second", row.reports_per_second},
+          {"chunks_checked", row.chunks_checked},
+          {"slots_checked", row.slots_checked}};
+}
+
+int run(OffloadArgs& args) {
+  bench::OffloadBenchOptions& options = args.options;
+  options.block_bytes.clear();
+  for (const std::string& text : args.blocks) options.block_bytes.push_back(size_value(text));
+  options.mixes.clear();
+  options.cpu_bytes = size_value(args.cpu_bytes);
+  options.poll_interval_ns = static_cast<int64_t>(args.poll_us * 1000);
+  try {
+    for (const std::string& text : args.mixes) options.mixes.push_back(bench::parse_mix(text));
+    bench::check_offload_bench_options(options);
+  } catch (const Error& error) {
+    throw UsageError(error.what());
+  }
+  const bool tty = !args.json && isatty(STDERR_FILENO) != 0;
+  bench::OffloadBenchResult result = bench::run_offload_bench(options, [tty](const std::string& line) {
+    if (tty) std::cerr << "\r\033[K  " << line << std::flush;
+  });
+  if (tty) std::cerr << "\r\033[K";
+  if (args.json) {
+    Json rows = Json::array();
+    for (const bench::OffloadRow& row : result.rows) rows.push_back(row_json(row));
+    print_json({{"benchmark", "offload"},
+                {"backend", result.gpu ? "gpu" : "host"},
+                {"gpus", result.gpus},
+                {"tp", options.tp},
+                {"pp", options.pp},
+                {"jobs_in_flight", options.jobs_in_flight},
+                {"chunks_per_job", options.chunks_per_job},
+                {"blocks_per_chunk", options.blocks_per_chunk},
+                {"chunk_counts", result.chunk_counts},
+                {"rows", rows},
+                {"sample_verified", true},
+                {"chunks_checked", result.chunks_checked},
+                {"slots_checked", result.slots_checked}});
+    return 0;
+  }
+  std::cout << "offload path, TP " << options.tp << " x PP " << options.pp << " ranks "
+            << (result.gpu ? cat("on ", result.gpus, " GPU(s)") : std::string("with host memcpy (no GPU)")) << ", "
+            << options.jobs_in_flight << " jobs of " << options.chunks_per_job << " chunks x "
+            << options.blocks_per_chunk << " blocks in flight, " << options.seconds << " s per row\n";
+  Table table({"BLOCK", "MIX", "PATH", "GB/s", "OF CEIL", "SETTLE p50 us", "p99", "COPY p50", "OVERHEAD p50", "p99",
+               "CPU us/job", "/rank", "REPORTS/s"},
+              {Table::Align::kRight, Table::Align::kLeft, Table::Align::kLeft});
+  for (const bench::OffloadRow& row : result.rows) {
+    const bool ceiling = row.path == bench::OffloadPath::kCopyEngine;
+    auto cell = [&](double value) { return ceiling ? std::string("-") : us(value); };
+    table.add_row({format_bytes(row.block_bytes), bench::mix_name(row.mix), bench::path_name(row.path),
+                   fixed(row.gb_per_second, 2), fixed(100 * row.of_ceiling, 1) + "%", cell(row.settle_p50_us),
+                   cell(row.settle_p99_us), cell(row.copy_p50_us), cell(row.overhead_p50_us), cell(row.overhead_p99_us),
+                   ceiling ? "-" : fixed(row.cpu_us_per_job, 2), ceiling ? "-" : fixed(row.cpu_us_per_job_rank, 2),
+                   ceiling ? "-" : fixed(row.reports_per_second, 0)});
+  }
+  std::cout << table.render();
+  std::cout << "checked after each row: " << result.chunks_checked << " host chunk copies and " << result.slots_checked
+            << " GPU slots, every byte what the jobs put there\n";
+  return 0;
+}
+
+}  // namespace
+
+void add_offload_bench_command(CLI::App& bench, Context& context) {
+  auto args = std::make_shared<OffloadArgs>();
+  bench::OffloadBenchOptions& o = args->options;
+  CLI::App* offload = bench.add_subcommand(
+      "offload", "The whole offload path (jobs, reports, quorum, fence) vs the copy engine alone and the engines' way");
+  offload->add_option("--tp", o.tp, "Tensor-parallel ranks")->check(CLI::Range(1, 64));
+  offload->add_option("--pp", o.pp, "Pipeline stages (odd stages hold half the payload)")->check(CLI::Range(1, 64));
+  offload->add_option("--blocks", args->blocks, "Block sizes of even stages, comma-separated (multiples of 8K)")
+      ->delimiter(',')
+      ->check(size_validator());
+  offload->add_option("--mixes", args->mixes, "Rows: mixed, store, load (comma-separated)")->delimiter(',');
+  offload->add_option("--backend", o.backend, "auto (GPU when one answers), gpu, host")
+      ->check(CLI::IsMember({"auto", "gpu", "host"}));
+  offload->add_option("--seconds", o.seconds, "Timed seconds per row")->check(CLI::Range(0.05, 600.0));
+  offload->add_option("--jobs-in-flight", o.jobs_in_flight, "Unsettled jobs at most")->check(CLI::Range(1, 256));
+  offload->add_option("--chunks-per-job", o.chunks_per_job, "Chunks per job")->check(CLI::Range(1, 64));
+  offload->add_option("--blocks-per-chunk", o.blocks_per_chunk, "Blocks per chunk")->check(CLI::Range(1, 1024));
+  offload->add_option("--cpu-bytes", args->cpu_bytes, "Host KV over all ranks")->check(size_validator());
+  offload->add_option("--poll-us", args->poll_us, "The engine way: microseconds between event polls")
+      ->check(CLI::Range(1.0, 100000.0));
+  offload->add_flag("--json", args->json, "Print JSON");
+  offload->callback([&context, args] { context.action = [args] { return run(*args); }; });
+}
+
+}  // namespace hugepin::cli

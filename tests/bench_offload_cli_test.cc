@@ -1,0 +1,64 @@
+// `hugepin bench offload` on the host backend, as CI can run it: every row of the table is there
+// with its figures, and the sample checked after each row verified. No timing is asserted: the
+// figures are the benchmark's to report.
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include <set>
+#include <string>
+
+#include "tests/support/run_command.h"
+
+namespace {
+
+using hugepin::test::run_hugepin;
+using Json = nlohmann::json;
+
+Json parse(const std::string& out) {
+  // Ranks may warn on stderr (no hugepages here): the JSON is the last object.
+  return Json::parse(out.substr(out.find("\n{") == std::string::npos ? out.find('{') : out.find("\n{") + 1));
+}
+
+TEST_CASE("every mix has its three rows, each with its figures, and the sample verified") {
+  hugepin::test::CommandResult run =
+      run_hugepin("bench offload --backend host --seconds 0.3 --blocks 16K --cpu-bytes 256M --json");
+  REQUIRE_MESSAGE(run.status == 0, run.out);
+  const Json result = parse(run.out);
+  CHECK(result["backend"] == "host");
+  CHECK(result["sample_verified"] == true);
+  CHECK(result["chunks_checked"].get<int>() > 0);
+  CHECK(result["slots_checked"].get<int>() > 0);
+  const Json& rows = result["rows"];
+  REQUIRE(rows.size() == 9);
+  std::set<std::string> seen;
+  for (const Json& row : rows) {
+    CAPTURE(row.dump());
+    seen.insert(row["mix"].get<std::string>() + "/" + row["path"].get<std::string>());
+    CHECK(row["block_bytes"] == 16384);
+    CHECK(row["bytes"].get<uint64_t>() > 0);
+    CHECK(row["gb_per_second"].get<double>() > 0);
+    if (row["path"] == "copy engine") continue;
+    CHECK(row["jobs"].get<uint64_t>() > 0);
+    CHECK(row["settle_us"]["p99"].get<double>() >= row["settle_us"]["p50"].get<double>());
+    CHECK(row["copy_us"]["p50"].get<double>() > 0);
+    CHECK(row["overhead_us"]["p50"].is_number());
+    CHECK(row["scheduler_cpu_us_per_job"].get<double>() > 0);
+    CHECK(row["reports_per_second"].get<double>() > 0);
+    CHECK(row["chunks_checked"].get<uint64_t>() > 0);
+  }
+  CHECK(seen.size() == 9);
+}
+
+TEST_CASE("bad options are refused by name, before anything runs") {
+  hugepin::test::CommandResult run = run_hugepin("bench offload --backend host --blocks 12K");
+  CHECK(run.status == 2);
+  CHECK(run.out.find("--blocks 12.00 KiB: a multiple of 8 KiB") != std::string::npos);
+  run = run_hugepin("bench offload --backend host --mixes mixed,sideways");
+  CHECK(run.status == 2);
+  CHECK(run.out.find("unknown mix 'sideways'") != std::string::npos);
+  run = run_hugepin("bench offload --backend host --blocks 64K --cpu-bytes 16M --seconds 0.1");
+  CHECK(run.status == 1);
+  CHECK(run.out.find("at least 128 are needed for 8 jobs of 4 chunks in flight") != std::string::npos);
+}
+
+}  // namespace
