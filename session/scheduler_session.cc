@@ -22,6 +22,8 @@ SchedulerConfig scheduler_config(const ChunkGeometry& geometry, const SchedulerS
 
 // Reports moved from the rings per pop: a few cache lines' worth keeps a pass cheap.
 constexpr size_t kDrainBatch = 256;
+// How often a busy drain() looks for rank processes that are gone (an idle one always looks).
+constexpr int64_t kWatchIntervalNs = 10'000'000;
 
 }  // namespace
 
@@ -85,7 +87,8 @@ SchedulerSession::SchedulerSession(SchedulerSession&& other) noexcept
       exits_(std::move(other.exits_)),
       reports_(std::move(other.reports_)),
       gone_(std::move(other.gone_)),
-      last_publish_(other.last_publish_) {
+      last_publish_(other.last_publish_),
+      last_watch_(other.last_watch_) {
   other.os_ = nullptr;
 }
 
@@ -143,7 +146,11 @@ size_t SchedulerSession::drain(int64_t timeout_ns) {
     }
   }
   const int64_t now = monotonic_ns();
-  check_processes();
+  // A pidfd poll per rank is a system call each: while reports flow, look every kWatchInterval.
+  if (applied == 0 || now - last_watch_ >= kWatchIntervalNs) {
+    check_processes();
+    last_watch_ = now;
+  }
   if (options_.heartbeat_timeout_ns > 0) check_heartbeats(now);
   if (now - last_publish_ >= options_.publish_interval_ns) publish();
   return applied;

@@ -75,7 +75,8 @@ class SchedulerSession {
   // quarantined, too many jobs open).
   JobId dispatch(JobKind kind, std::span<const ChunkId> chunks);
   // Applies every report waiting on the rings, after waiting up to `timeout_ns` (0: no wait;
-  // negative: no limit) for one; then notices rank processes that are gone and silent ranks.
+  // negative: no limit) for one; then notices silent ranks and rank processes that are gone
+  // (every call that applied nothing, and every 10 ms while reports flow).
   // Returns the number of reports applied.
   size_t drain(int64_t timeout_ns);
   // A rank's process is known gone (the engine reaped it, say): as drain() would find it, now.
@@ -121,6 +122,7 @@ class SchedulerSession {
   std::vector<Report> reports_;      // drain()'s buffer
   std::vector<uint32_t> gone_;       // check_processes()'s buffer
   int64_t last_publish_ = 0;
+  int64_t last_watch_ = 0;
 };
 
 }  // namespace hugepin
