@@ -49,7 +49,7 @@ WorkerSession::~WorkerSession() {
     std::lock_guard lock(mutex_);
     stopping_ = true;
   }
-  changed_.notify_all();
+  backlog_wanted_.notify_all();
   if (backlog_thread_.joinable()) backlog_thread_.join();
   if (completion_fd_.load() >= 0) ::close(completion_fd_.load());
 }
@@ -254,7 +254,7 @@ void WorkerSession::post_locked(const Report& report) {
     if (attachment_.try_post(std::span<Report>(&copy, 1)) == 1) return;
   }
   backlog_.push_back(report);
-  changed_.notify_all();
+  backlog_wanted_.notify_one();
 }
 
 void WorkerSession::flush_backlog_locked() {
@@ -268,7 +268,7 @@ void WorkerSession::flush_backlog_locked() {
 void WorkerSession::run_backlog() {
   std::unique_lock lock(mutex_);
   for (;;) {
-    changed_.wait(lock, [this] { return stopping_ || !backlog_.empty(); });
+    backlog_wanted_.wait(lock, [this] { return stopping_ || !backlog_.empty(); });
     if (stopping_ && backlog_.empty()) return;
     flush_backlog_locked();
     if (backlog_.empty()) continue;

@@ -177,7 +177,8 @@ class WorkerSession {
   bool engine_is_host_ = false;
 
   mutable std::mutex mutex_;  // everything below, and the ring's producer side
-  std::condition_variable changed_;
+  std::condition_variable changed_;         // a job landed, a completion call ran
+  std::condition_variable backlog_wanted_;  // the backlog thread's own: reports wait, or stop
   uint64_t next_copy_ = 1;                 // sequence number of the next copy launched
   std::deque<bool> copies_landed_;         // from first_unlanded_ on
   uint64_t first_unlanded_ = 1;
