@@ -102,6 +102,7 @@ class Worker:
         the host backend (0: 1); `post_timeout`: seconds a report waits for room in a full ring
         (None: 1 s); `time_copies`: time each job's copies on the GPU (JobResult.copy_ns)."""
         self._handle = None
+        self.arena, self.tp_rank, self.pp_rank = arena, tp_rank, pp_rank
         options = _abi.options(_abi.WorkerOptions, copy_threads=_args.uint32(copy_threads, "copy_threads"),
                                post_timeout_ns=0 if post_timeout is None else
                                max(1, _args.timeout_ns(post_timeout, "post_timeout")),
@@ -112,9 +113,6 @@ class Worker:
                                                   ctypes.byref(handle)))
         self._handle = handle.value
         self._pid = os.getpid()
-        self.arena = arena
-        self.tp_rank = tp_rank
-        self.pp_rank = pp_rank
         self._views = weakref.WeakValueDictionary()  # id -> the ctypes array behind each buffer handed out
         self._device_kv = []             # tensors the copy engine points into, kept alive
         info = _abi.ArenaInfo()
@@ -325,7 +323,7 @@ class Worker:
             _abi.lib.hugepin_worker_detach(handle)
 
     def __repr__(self) -> str:
-        state = "detached" if self._handle is None else f"rank {self.rank}"
+        state = f"rank {self.rank}" if self._handle is not None else "detached"
         return f"<hugepin.Worker arena '{self.arena}' tp {self.tp_rank} pp {self.pp_rank}: {state}>"
 
     def _attached(self) -> None:
