@@ -12,7 +12,7 @@ import time
 
 import numpy
 import torch
-from conftest import TP2_KV_SHAPE, tp2_plan_input
+from scenarios import TP2_KV_SHAPE, tp2_plan_input
 
 import hugepin
 

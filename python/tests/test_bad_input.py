@@ -3,24 +3,12 @@ nothing: no byte copied, no report posted, no job opened, no chunk pinned or ret
 and the copy engine as they were. One process holds the scheduler and both workers (the protocol
 across processes is test_offload_tp2.py)."""
 
-import contextlib
-
 import numpy
 import pytest
 import torch
-from conftest import TP2_KV_SHAPE, tp2_plan_input
+from scenarios import TP2_KV_SHAPE, refused, tp2_plan_input
 
 import hugepin
-
-
-@contextlib.contextmanager
-def refused(kind, *fragments):
-    """The block raises `kind` (a hugepin.Error) whose message holds every fragment."""
-    with pytest.raises(kind) as caught:
-        yield
-    assert isinstance(caught.value, hugepin.Error)
-    for fragment in fragments:
-        assert fragment in str(caught.value), f"{fragment!r} not in {str(caught.value)!r}"
 
 
 @pytest.fixture

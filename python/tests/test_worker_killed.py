@@ -8,9 +8,7 @@ import os
 import signal
 import time
 
-from conftest import TP2_KV_SHAPE, tp2_plan_input
-from test_bad_input import refused
-from test_offload_tp2 import reusable_within
+from scenarios import TP2_KV_SHAPE, refused, reusable_within, tp2_plan_input
 
 import hugepin
 from hugepin.demo import WorkerProcess
