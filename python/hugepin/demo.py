@@ -165,12 +165,14 @@ def worker_main() -> int:
             if request["op"] == "init":
                 rank_worker = _RankWorker(request)
                 reply = {"ok": True, **rank_worker.describe()}
+            elif rank_worker is None:
+                reply = {"ok": False, "error": f"{request['op']} before a successful init"}
             elif request["op"] == "stop":
                 rank_worker.stop()
                 reply = {"ok": True}
             else:
                 reply = rank_worker.handle(request)
-        except hugepin.Error as error:
+        except Exception as error:  # noqa: BLE001 (the parent gets every failure as a reply, and goes on)
             reply = {"ok": False, "error": f"{type(error).__name__}: {error}"}
         print(json.dumps(reply), flush=True)
         if request["op"] == "stop":
@@ -321,6 +323,7 @@ def _offload(scheduler, workers, info, jobs: int, per_job: int, failures: list):
     stored = {}      # chunk -> the job (version) whose data it holds, oldest first
     retired = set()
     moved, quorum_ms = 0, []
+    counts = {"store": 0, "load": 0, "evicted": 0}
 
     def run_job(kind, chunks, version=None):
         nonlocal moved
@@ -333,6 +336,7 @@ def _offload(scheduler, workers, info, jobs: int, per_job: int, failures: list):
             moved += worker.reply()["bytes"]
         wait_for(scheduler, job)
         quorum_ms.append((time.monotonic() - started) * 1e3)
+        counts[op] += 1
         return job
 
     last = []
@@ -342,6 +346,7 @@ def _offload(scheduler, workers, info, jobs: int, per_job: int, failures: list):
                 scheduler.retire(chunk)
                 retired.add(chunk)
                 del stored[chunk]
+                counts["evicted"] += 1
         if len(free) >= per_job:
             last = [free.pop(0) for _ in range(per_job)]
             job = run_job(hugepin.STORE, last)
@@ -361,6 +366,7 @@ def _offload(scheduler, workers, info, jobs: int, per_job: int, failures: list):
         print(f"{worker.label}: {reply['chunks']} stored chunks verified in its region")
     if retired:
         failures.append(f"chunks {sorted(retired)} retired and never reusable")
+    print(f"{counts['store']} stores, {counts['load']} loads; {counts['evicted']} chunks evicted through the fence")
     return moved, quorum_ms
 
 

@@ -218,19 +218,17 @@ class Worker:
         (device block, host block); host block of (chunk c, block b) = c * blocks_per_chunk + b.
         `stream`: a torch.cuda.Stream, a raw cudaStream_t, or None (the worker's own). A bad pair
         raises OutOfRangeError naming it, and nothing is copied or posted."""
-        if type(job) is not int or job <= 0:
-            job = _args.job_id(job)
-        address, count = _args.block_pairs(pairs)
-        rc = _store(self._handle, job, address, count, _args.stream_handle(stream))
-        if rc < 0:
-            self._copy_refused(rc, pairs)
+        self._launch(_store, job, pairs, stream)
 
     def load(self, job: int, pairs, stream=None) -> None:
         """Enqueues job `job`'s copies host -> device, as store(); pairs are (host block, device block)."""
+        self._launch(_load, job, pairs, stream)
+
+    def _launch(self, call, job, pairs, stream) -> None:
         if type(job) is not int or job <= 0:
             job = _args.job_id(job)
         address, count = _args.block_pairs(pairs)
-        rc = _load(self._handle, job, address, count, _args.stream_handle(stream))
+        rc = call(self._handle, job, address, count, _args.stream_handle(stream))
         if rc < 0:
             self._copy_refused(rc, pairs)
 
