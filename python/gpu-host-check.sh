@@ -5,8 +5,10 @@
 # N GiB of pinned host KV is usable from torch, bytes taken per byte asked, four ways).
 #
 # Usage: python/gpu-host-check.sh PREFIX OUT_DIR
-#   PREFIX   an install prefix of this tree built with CUDA (cmake --install BUILD --prefix PREFIX):
-#            libhugepin, its header and the Python package
+#   PREFIX   a folder holding libhugepin.so.0 built with CUDA and the hugepin package beside it, at
+#            any depth: an install prefix (cmake --install BUILD --prefix PREFIX), a build tree, or
+#            a copy of build/capi/libhugepin.so* and build/python/hugepin; the library found there
+#            is the one loaded (HUGEPIN_LIBRARY), the header is this tree's include/
 #   OUT_DIR  where each step's output goes (one file per step)
 # Environment: PYTHON (default python3: the venv's, with torch and numpy), STEPS (default
 # "preflight tests demo overhead pinned"), SIZES (GiB for the pinned-KV table, default 16,64),
@@ -37,10 +39,9 @@ init=$(find "$prefix" -path '*/hugepin/__init__.py' -print -quit)
 [ -n "$init" ] || fail "no Python package under $prefix (hugepin/__init__.py): cmake --install BUILD --prefix $prefix"
 library=$(find "$prefix" -name 'libhugepin.so.0' -print -quit)
 [ -n "$library" ] || fail "no libhugepin.so.0 under $prefix"
-header=$(find "$prefix" -path '*/hugepin/hugepin.h' -print -quit)
-[ -n "$header" ] || fail "no hugepin/hugepin.h under $prefix"
-libdir=$(dirname "$library")
+include=$(cd "$here/../include" && pwd)
 export PYTHONPATH="$(dirname "$(dirname "$init")")"
+export HUGEPIN_LIBRARY=$library
 missing=$(ldd "$library" | grep 'not found')
 [ -z "$missing" ] || fail "$library needs libraries this host lacks: $missing"
 
@@ -95,9 +96,9 @@ fi
 if wants overhead; then
   timer="$work/libhugepin_call_timer.so"
   echo
-  echo "== cc -O2 -shared -fPIC -I${header%/hugepin/hugepin.h} $here/bench/call_timer.c -L$libdir -lhugepin -o $timer"
-  if cc -O2 -shared -fPIC -I"${header%/hugepin/hugepin.h}" "$here/bench/call_timer.c" -L"$libdir" -lhugepin \
-      -Wl,-rpath,"$libdir" -o "$timer"; then
+  echo "== cc -O2 -shared -fPIC -I$include $here/bench/call_timer.c $library -o $timer"
+  if cc -O2 -shared -fPIC -I"$include" "$here/bench/call_timer.c" "$library" -Wl,-rpath,"$(dirname "$library")" \
+      -o "$timer"; then
     run overhead-host 300 "$python" "$here/bench/call_overhead.py" --c-timer "$timer" --iterations "$calls"
     run overhead-gpu 300 "$python" "$here/bench/call_overhead.py" --c-timer "$timer" --iterations "$calls" --gpu 0
   else
