@@ -88,17 +88,24 @@ def device_index(device) -> int:
     return integer(device, "device", 1 << 31)
 
 
+# cudaStreamLegacy: the legacy default stream, named explicitly. The C ABI reads NULL as "the worker's
+# own stream" (non-blocking: it does not wait for the default stream), so a handle of 0 (torch's
+# default stream) goes down as this, or a copy could start before the work queued ahead of it.
+_CUDA_STREAM_LEGACY = 1
+
+
 def stream_handle(stream):
-    """A cudaStream_t as an int (None: the worker's own stream): a raw handle, a torch.cuda.Stream
-    (its cuda_stream), or any object with `cuda_stream` or the __cuda_stream__ protocol."""
-    if stream is None or type(stream) is int and stream >= 0:
-        return stream
-    handle = getattr(stream, "cuda_stream", None)
+    """A cudaStream_t for the C ABI. None: the worker's own stream. Otherwise a raw handle, a
+    torch.cuda.Stream (its cuda_stream), or any object with `cuda_stream` or the __cuda_stream__
+    protocol; a handle of 0 is the default stream (passed as cudaStreamLegacy)."""
+    if stream is None:
+        return None
+    handle = stream if type(stream) is int else getattr(stream, "cuda_stream", None)
     if handle is None and hasattr(stream, "__cuda_stream__"):
         handle = stream.__cuda_stream__()[1]
-    if isinstance(handle, int) and handle >= 0:
-        return handle
-    raise InvalidArgumentError(f"stream = {stream!r}: give a torch.cuda.Stream, a raw cudaStream_t or None")
+    if not isinstance(handle, int) or handle < 0:
+        raise InvalidArgumentError(f"stream = {stream!r}: give a torch.cuda.Stream, a raw cudaStream_t or None")
+    return handle or _CUDA_STREAM_LEGACY
 
 
 def _pairs_refused(why: str) -> InvalidArgumentError:

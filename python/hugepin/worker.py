@@ -216,8 +216,10 @@ class Worker:
         """Enqueues job `job`'s copies device -> host and returns; the job's copy-complete report is
         posted when they have landed. `pairs`: an N x 2 int64 array (numpy or a CPU torch tensor) of
         (device block, host block); host block of (chunk c, block b) = c * blocks_per_chunk + b.
-        `stream`: a torch.cuda.Stream, a raw cudaStream_t, or None (the worker's own). A bad pair
-        raises OutOfRangeError naming it, and nothing is copied or posted."""
+        `stream`: a torch.cuda.Stream or a raw cudaStream_t (the copies wait for what was queued on
+        it before; torch's default stream, handle 0, included), or None: the worker's own stream,
+        which waits for nothing. A bad pair raises OutOfRangeError naming it, and nothing is copied
+        or posted."""
         self._launch(_store, job, pairs, stream)
 
     def load(self, job: int, pairs, stream=None) -> None:

@@ -130,7 +130,23 @@ def check_cuda_tensors(arena: str) -> None:
         pairs = numpy.array([[b, 4 + b] for b in range(4)], dtype=numpy.int64)
         with refused(hugepin.InvalidArgumentError, "cuda:0"):
             worker.store(job, torch.from_numpy(pairs).cuda())
+        # On a stream of its own: the copies start after what was queued there (a fill of blocks 0-3).
         stream = torch.cuda.Stream()
+        with torch.cuda.stream(stream):
+            kv[:, 0:4].fill_(3.0)
         worker.store(job, torch.from_numpy(pairs), stream)
         assert worker.wait(job, 10.0)
         assert [r.error for r in worker.finished()] == [0]
+        # On torch's default stream (handle 0): after a long kernel queued there, still in order.
+        scheduler.poll(1.0)
+        job = scheduler.dispatch(hugepin.STORE, [2])
+        big = torch.ones((8192, 8192), device="cuda:0")
+        for _ in range(8):
+            big = big @ big / 8192  # stays 1.0; keeps the default stream busy before the fill lands
+        kv[:, 4:8].copy_(big[:2, :4 * 256].reshape(2, 4, 256).to(torch.bfloat16) * 5)
+        worker.store(job, torch.from_numpy(pairs + [4, 4]), torch.cuda.current_stream())
+        assert worker.wait(job, 10.0)
+        host = worker.host_tensor(0, torch.bfloat16, (128, 256))
+        assert torch.equal(host[4:8], torch.full((4, 256), 3.0, dtype=torch.bfloat16))
+        assert torch.equal(host[8:12], torch.full((4, 256), 5.0, dtype=torch.bfloat16))
+        del host

@@ -190,3 +190,24 @@ def test_detach_refuses_while_a_view_of_the_region_lives(arena):
             raise AssertionError("a detached worker answered")
         again = hugepin.Worker(arena, 0)  # the rank was given back
         again.close()
+
+
+def test_streams_reach_the_c_abi_as_handles_and_the_default_stream_stays_the_default():
+    from hugepin import _args
+
+    class Stream:  # a torch.cuda.Stream as the package reads it
+        def __init__(self, handle):
+            self.cuda_stream = handle
+
+    class Protocol:  # the __cuda_stream__ protocol of cuda-python and others
+        def __cuda_stream__(self):
+            return (0, 0x7000)
+
+    assert _args.stream_handle(None) is None  # the worker's own stream
+    assert _args.stream_handle(0x5000) == 0x5000
+    assert _args.stream_handle(Stream(0x6000)) == 0x6000
+    assert _args.stream_handle(Protocol()) == 0x7000
+    # torch's default stream is handle 0, which the C ABI would read as "the worker's own stream"
+    # (non-blocking, not ordered after the default stream): it goes down as cudaStreamLegacy.
+    assert _args.stream_handle(Stream(0)) == 1
+    assert _args.stream_handle(0) == 1
