@@ -163,6 +163,7 @@ def test_the_gil_is_released_while_the_library_waits(arena):
         thread.start()
         while thread.is_alive():
             ticks.append(time.monotonic())
+            time.sleep(0.001)  # returns only once this thread holds the GIL again
         thread.join()
         start, end = inside[0]
         assert any(start < tick < end for tick in ticks)
