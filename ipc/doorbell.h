@@ -101,7 +101,7 @@ bool Doorbell::wait(Os& os, Ready&& ready, int64_t timeout_ns) {
   for (;;) {
     // Acquire pairs with the release bump of `word` in ring().
     const uint32_t seen = word.load(std::memory_order_acquire);
-    // seq_cst pairs with the seq_cst read in ring() of wakers that cannot elide their barrier.
+    // seq_cst pairs with the mark and the read of `sleepers` in ring() by unregistered wakers.
     sleepers.fetch_add(1, std::memory_order_seq_cst);
     // The barrier orders the count above against every registered waker's read of it; the mark
     // (seq_cst, read after the count) says whether an unregistered waker may miss it.
