@@ -22,8 +22,9 @@
 // for sleepers without a fence (ipc/doorbell.h: the sleeper pays with membarrier(2) instead). A
 // producer that finds the ring full may sleep on the ring's space doorbell the same way.
 //
-// push_batch and pop_batch are inline (below the class): a push of one record is a few dozen
-// instructions, and a call with its register saves was a measurable part of it.
+// push_batch and pop_batch are inline (below the class), and a single record moves without a call:
+// a push of one record is a few dozen instructions, and a call with its register saves was a
+// measurable part of it. A batch of more is one call that copies it.
 //
 // Thread-safety: one producer and one consumer at a time, in any processes or threads; the
 // observers (produced, consumed, depth) from anywhere, read-only mappings included.
@@ -33,7 +34,6 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <span>
 
 #include "base/os.h"
@@ -115,13 +115,13 @@ class ReportRing {
 
   static constexpr uint32_t kDefaultSpins = 256;
 
-  // How far ahead of a batch the producer claims the lines of free slots for writing, in records.
-  // Claiming them while the consumer reads the batch before overlaps the transfer of those lines
-  // (the consumer's cache holds them from the previous lap) with its work, instead of making the
-  // next batch's stores wait for it: 1.3-1.4x at batches of 32 between cores that share no cache
-  // (the development VM's slow placement), within noise where they do. Not for single records,
-  // where it cost more instructions than it saved.
-  static constexpr uint32_t kClaimAhead = 64;
+  // How far past a batch the producer prefetches the slots of the next ones, in records. The
+  // ring (128 KiB at 4096 records) outgrows the first-level cache, and a batch's stores wait for
+  // their lines; fetching them a few batches early took batches of 32 from 83-87 to 112-121 M/s
+  // between two cores of the development VM that share no cache (a read prefetch; PREFETCHW gave
+  // only 93-96, for reasons not pinned down), within noise where they share one. Not for single
+  // records: there it cost more instructions than it saved.
+  static constexpr uint32_t kPrefetchAhead = 64;
 
  private:
   ReportRing(uint32_t capacity, int64_t doorbell_offset, uint64_t first_index);
@@ -132,13 +132,14 @@ class ReportRing {
   uint32_t room(uint64_t tail, uint64_t head) const {
     return capacity_ - static_cast<uint32_t>(std::min<uint64_t>(tail - head, capacity_));
   }
-  // Copies `n` records into the slots from index `first` on, across the array's end.
-  void copy_in(uint64_t first, const Report* records, uint32_t n);
-  // Copies `n` records out of the slots from index `first` on, across the array's end.
-  void copy_out(uint64_t first, Report* out, uint32_t n);
-  // Prefetches for writing the lines of the `n` slots from kClaimAhead past `end` on, those known
-  // to be free (below cached_head_ + capacity: the consumer is done with them).
-  void claim_ahead(uint64_t end, uint32_t n);
+  Report& slot(uint64_t index) { return slots()[static_cast<uint32_t>(index) & (capacity_ - 1)]; }
+  // Copies `n` > 1 records into the slots from index `first` on, across the array's end, and
+  // prefetches the lines of the `n` slots from kPrefetchAhead past the batch on, those known to be
+  // free (below cached_head_ + capacity: the consumer is done with them). Out of line: one call per
+  // batch, and the inline fast path stays small enough to be inlined.
+  void write_batch(uint64_t first, const Report* records, uint32_t n);
+  // Copies `n` > 1 records out of the slots from index `first` on, across the array's end.
+  void read_batch(uint64_t first, Report* out, uint32_t n);
 
   // Constants, written once by init().
   uint64_t magic_;
@@ -168,42 +169,6 @@ bool wait_for_any(Os& os, Doorbell& doorbell, std::span<ReportRing* const> rings
 
 // --- the inline fast paths ---
 
-inline void ReportRing::copy_in(uint64_t first, const Report* records, uint32_t n) {
-  Report* slot = slots();
-  const uint32_t at = static_cast<uint32_t>(first) & (capacity_ - 1);
-  if (n == 1) {  // the common single report: no call to memcpy
-    slot[at] = records[0];
-    return;
-  }
-  const uint32_t until_end = std::min(n, capacity_ - at);
-  std::memcpy(static_cast<void*>(slot + at), records, until_end * sizeof(Report));
-  std::memcpy(static_cast<void*>(slot), records + until_end, (n - until_end) * sizeof(Report));
-}
-
-inline void ReportRing::copy_out(uint64_t first, Report* out, uint32_t n) {
-  const Report* slot = slots();
-  const uint32_t at = static_cast<uint32_t>(first) & (capacity_ - 1);
-  if (n == 1) {
-    out[0] = slot[at];
-    return;
-  }
-  const uint32_t until_end = std::min(n, capacity_ - at);
-  std::memcpy(out, slot + at, until_end * sizeof(Report));
-  std::memcpy(out + until_end, slot, (n - until_end) * sizeof(Report));
-}
-
-inline void ReportRing::claim_ahead(uint64_t end, uint32_t n) {
-  static_assert(kCacheLinePair % sizeof(Report) == 0 && 64 % sizeof(Report) == 0);
-  constexpr uint64_t kPerLine = 64 / sizeof(Report);
-  const uint64_t free_end = cached_head_ + capacity_;
-  const uint64_t last = std::min<uint64_t>(end + kClaimAhead + n, free_end);
-  Report* slot = slots();
-  // Whole lines only, all of whose slots are free: never a line the consumer may still read.
-  for (uint64_t i = (end + kClaimAhead) & ~(kPerLine - 1); i + kPerLine <= last; i += kPerLine) {
-    __builtin_prefetch(slot + (i & (capacity_ - 1)), /*write=*/1, /*keep in all levels=*/3);
-  }
-}
-
 inline uint32_t ReportRing::push_batch(Os& os, const Report* records, uint32_t count) {
   const uint64_t tail = tail_.load(std::memory_order_relaxed);  // only this producer writes tail_
   uint32_t space = room(tail, cached_head_);
@@ -215,8 +180,11 @@ inline uint32_t ReportRing::push_batch(Os& os, const Report* records, uint32_t c
   }
   const uint32_t n = std::min(count, space);
   if (n == 0) return 0;
-  if (n > 1) claim_ahead(tail + n, n);
-  copy_in(tail, records, n);
+  if (n == 1) {
+    slot(tail) = records[0];
+  } else {
+    write_batch(tail, records, n);
+  }
   // Release pairs with the acquire load of tail_ in pop_batch (and the seq_cst one in has_data):
   // the records above are complete before the index that publishes them.
   tail_.store(tail + n, std::memory_order_release);
@@ -235,7 +203,11 @@ inline uint32_t ReportRing::pop_batch(Os& os, Report* out, uint32_t max) {
   }
   const uint32_t n = static_cast<uint32_t>(std::min<uint64_t>({available, max, capacity_}));
   if (n == 0) return 0;
-  copy_out(head, out, n);
+  if (n == 1) {
+    out[0] = slot(head);
+  } else {
+    read_batch(head, out, n);
+  }
   // Release pairs with the acquire load of head_ in push_batch (and the seq_cst one in has_space):
   // these slots are read and may be reused.
   head_.store(head + n, std::memory_order_release);

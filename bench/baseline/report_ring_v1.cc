@@ -36,20 +36,9 @@ void copy_out(const Report* slots, uint32_t capacity, uint32_t first, Report* ou
 
 static_assert(sizeof(ReportRingV1) % kCacheLinePair == 0);
 
-void DoorbellV1::ring(Os& os) {
-  std::atomic_signal_fence(std::memory_order_seq_cst);
-  if (sleepers.load(std::memory_order_seq_cst) != 0) {
-    word.fetch_add(1, std::memory_order_release);
-    os.futex_wake(&word, INT_MAX);
-  }
-}
-
-void publish_v1(Os& os, std::atomic<uint64_t>& state, uint64_t value) {
-  if (asymmetric_barrier_registered(os)) {
-    state.store(value, std::memory_order_release);
-  } else {
-    state.store(value, std::memory_order_seq_cst);
-  }
+void DoorbellV1::wake(Os& os) {
+  word.fetch_add(1, std::memory_order_release);
+  os.futex_wake(&word, INT_MAX);
 }
 
 size_t ReportRingV1::memsize(uint32_t capacity) {

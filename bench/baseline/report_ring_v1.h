@@ -18,17 +18,29 @@
 
 namespace hugepin::bench::baseline {
 
-// The doorbell's waker side as it was: the data layout of ipc/doorbell.h's Doorbell then.
+// The doorbell's waker side as it was (inline, as then): the data layout of ipc/doorbell.h's
+// Doorbell then.
 struct alignas(kCacheLinePair) DoorbellV1 {
   std::atomic<uint32_t> word{0};
   std::atomic<uint32_t> sleepers{0};
 
   // REQUIRES: the caller just published with publish_v1().
-  void ring(Os& os);
+  void ring(Os& os) {
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    if (sleepers.load(std::memory_order_seq_cst) != 0) wake(os);
+  }
+  void wake(Os& os);
 };
 
-// The publication as it was: seq_cst unless this process is registered for the heavy barrier.
-void publish_v1(Os& os, std::atomic<uint64_t>& state, uint64_t value);
+// The publication as it was (inline, as then): seq_cst unless this process is registered for the
+// heavy barrier.
+inline void publish_v1(Os& os, std::atomic<uint64_t>& state, uint64_t value) {
+  if (asymmetric_barrier_registered(os)) {
+    state.store(value, std::memory_order_release);
+  } else {
+    state.store(value, std::memory_order_seq_cst);
+  }
+}
 
 class ReportRingV1 {
  public:
