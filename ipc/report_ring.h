@@ -115,12 +115,12 @@ class ReportRing {
 
   static constexpr uint32_t kDefaultSpins = 256;
 
-  // How far past a batch the producer prefetches the slots of the next ones, in records. The
-  // ring (128 KiB at 4096 records) outgrows the first-level cache, and a batch's stores wait for
-  // their lines; fetching them a few batches early took batches of 32 from 83-87 to 112-121 M/s
-  // between two cores of the development VM that share no cache (a read prefetch; PREFETCHW gave
-  // only 93-96, for reasons not pinned down), within noise where they share one. Not for single
-  // records: there it cost more instructions than it saved.
+  // How far past a batch the producer prefetches the slots of the next ones, in records. Measured
+  // at batches of 32 between two cores of the development VM that share no cache: 83-87 M/s
+  // without, 112-121 with this read prefetch, 93-96 with PREFETCHW instead; within noise where the
+  // cores share a cache. Likely why: the ring (128 KiB at 4096 records) outgrows the first-level
+  // cache, and a batch's stores wait for their lines (not pinned down, nor why PREFETCHW does
+  // less). Not for single records: there it cost more instructions than it saved.
   static constexpr uint32_t kPrefetchAhead = 64;
 
  private:

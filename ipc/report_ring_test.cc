@@ -195,15 +195,8 @@ TEST_CASE("one doorbell wakes a consumer of several rings") {
   CHECK(rings[0]->depth() == 0);
 }
 
-// A kernel without membarrier (or a seccomp filter that forbids it).
-class NoMembarrierOs : public test::ForwardingOs {
- public:
-  NoMembarrierOs() : ForwardingOs(real_os()) {}
-  int membarrier(int) override { return -ENOSYS; }
-};
-
 TEST_CASE("without membarrier: pushes and pops mark the doorbells they ring, sleepers re-check, nothing is lost") {
-  NoMembarrierOs os;
+  test::NoMembarrierOs os;
   forget_asymmetric_barrier();
   CHECK_FALSE(asymmetric_barrier_registered(os));
   const uint32_t capacity = 8;

@@ -14,13 +14,6 @@
 namespace hugepin {
 namespace {
 
-// A kernel (or a seccomp filter) that will not register a process for membarrier.
-class NoMembarrierOs : public test::ForwardingOs {
- public:
-  NoMembarrierOs() : ForwardingOs(real_os()) {}
-  int membarrier(int) override { return -ENOSYS; }
-};
-
 enum class Producers { kRegistered, kUnregistered };
 
 void run_stress_in_processes(const test::StressConfig& config, Producers producers_kind = Producers::kRegistered) {
@@ -34,7 +27,7 @@ void run_stress_in_processes(const test::StressConfig& config, Producers produce
     REQUIRE(pid >= 0);
     if (pid == 0) {
       try {
-        NoMembarrierOs unregistered;  // the fork forgot this process's registration: it asks again
+        test::NoMembarrierOs unregistered;  // the fork forgot this process's registration: it asks again
         Os& os = producers_kind == Producers::kUnregistered ? static_cast<Os&>(unregistered) : real_os();
         test::run_producer(os, area, r, config);
         _exit(0);
