@@ -17,6 +17,8 @@ bool valid_capacity(uint32_t capacity) {
 // True when [offset, offset + length) lies inside [0, size), without overflow.
 bool inside(uint64_t offset, uint64_t length, uint64_t size) { return offset <= size && length <= size - offset; }
 
+constexpr size_t kLineBytes = 64;
+
 // Fetches the line holding `address` into this CPU's caches, as a hint. Volatile asm, not
 // __builtin_prefetch alone: GCC 12 found a function of nothing but prefetches "pure" and dropped
 // every call to it.
@@ -110,17 +112,26 @@ ReportRing* ReportRing::attach(std::byte* mapping, size_t mapping_bytes, uint64_
 
 
 void ReportRing::write_batch(uint64_t first, const Report* records, uint32_t n) {
-  static_assert(64 % sizeof(Report) == 0);
-  constexpr uint64_t kPerLine = 64 / sizeof(Report);
-  const uint64_t last = std::min<uint64_t>(first + n + kPrefetchAhead + n, cached_head_ + capacity_);
+  static_assert(kLineBytes % sizeof(Report) == 0);
+  constexpr uint64_t kPerLine = kLineBytes / sizeof(Report);
   // Whole lines only, all of whose slots are free: never a line the consumer may still read.
-  for (uint64_t i = (first + n + kPrefetchAhead) & ~(kPerLine - 1); i + kPerLine <= last; i += kPerLine) {
-    prefetch_line(&slot(i));
-  }
+  const uint64_t from = (first + n + kPrefetchAhead + kPerLine - 1) & ~(kPerLine - 1);
+  const uint64_t to = std::min<uint64_t>(first + n + kPrefetchAhead + n, cached_head_ + capacity_) & ~(kPerLine - 1);
+  if (from < to) prefetch_slots(from, to - from);
   const uint32_t at = static_cast<uint32_t>(first) & (capacity_ - 1);
   const uint32_t until_end = std::min(n, capacity_ - at);
   std::memcpy(static_cast<void*>(slots() + at), records, until_end * sizeof(Report));
   std::memcpy(static_cast<void*>(slots()), records + until_end, (n - until_end) * sizeof(Report));
+}
+
+void ReportRing::prefetch_slots(uint64_t first, uint64_t count) {
+  const std::byte* begin = reinterpret_cast<const std::byte*>(&slot(first));
+  const std::byte* array_end = reinterpret_cast<const std::byte*>(slots() + capacity_);
+  const size_t bytes = count * sizeof(Report);
+  const size_t until_end = std::min<size_t>(bytes, static_cast<size_t>(array_end - begin));
+  for (const std::byte* line = begin; line < begin + until_end; line += kLineBytes) prefetch_line(line);
+  const std::byte* start = reinterpret_cast<const std::byte*>(slots());
+  for (const std::byte* line = start; line < start + (bytes - until_end); line += kLineBytes) prefetch_line(line);
 }
 
 void ReportRing::read_batch(uint64_t first, Report* out, uint32_t n) {

@@ -138,6 +138,8 @@ class ReportRing {
   // free (below cached_head_ + capacity: the consumer is done with them). Out of line: one call per
   // batch, and the inline fast path stays small enough to be inlined.
   void write_batch(uint64_t first, const Report* records, uint32_t n);
+  // Prefetches the lines of `count` slots from index `first` on (whole lines), across the end.
+  void prefetch_slots(uint64_t first, uint64_t count);
   // Copies `n` > 1 records out of the slots from index `first` on, across the array's end.
   void read_batch(uint64_t first, Report* out, uint32_t n);
 
@@ -165,7 +167,6 @@ class ReportRing {
 // passes first. REQUIRES: every ring's data doorbell is `doorbell` (an arena's shared one).
 bool wait_for_any(Os& os, Doorbell& doorbell, std::span<ReportRing* const> rings, int64_t timeout_ns,
                   uint32_t spins = ReportRing::kDefaultSpins);
-
 
 // --- the inline fast paths ---
 
