@@ -121,7 +121,7 @@ void ReportRing::write_batch(uint64_t first, const Report* records, uint32_t n) 
   const uint32_t at = static_cast<uint32_t>(first) & (capacity_ - 1);
   const uint32_t until_end = std::min(n, capacity_ - at);
   std::memcpy(static_cast<void*>(slots() + at), records, until_end * sizeof(Report));
-  std::memcpy(static_cast<void*>(slots()), records + until_end, (n - until_end) * sizeof(Report));
+  if (until_end < n) std::memcpy(static_cast<void*>(slots()), records + until_end, (n - until_end) * sizeof(Report));
 }
 
 void ReportRing::prefetch_slots(uint64_t first, uint64_t count) {
@@ -138,7 +138,7 @@ void ReportRing::read_batch(uint64_t first, Report* out, uint32_t n) {
   const uint32_t at = static_cast<uint32_t>(first) & (capacity_ - 1);
   const uint32_t until_end = std::min(n, capacity_ - at);
   std::memcpy(out, slots() + at, until_end * sizeof(Report));
-  std::memcpy(out + until_end, slots(), (n - until_end) * sizeof(Report));
+  if (until_end < n) std::memcpy(out + until_end, slots(), (n - until_end) * sizeof(Report));
 }
 
 bool ReportRing::has_space() const {
