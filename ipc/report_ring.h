@@ -116,11 +116,13 @@ class ReportRing {
   static constexpr uint32_t kDefaultSpins = 256;
 
   // How far past a batch the producer prefetches the slots of the next ones, in records. Measured
-  // at batches of 32 between two cores of the development VM that share no cache: 83-87 M/s
-  // without, 112-121 with this read prefetch, 93-96 with PREFETCHW instead; within noise where the
-  // cores share a cache. Likely why: the ring (128 KiB at 4096 records) outgrows the first-level
-  // cache, and a batch's stores wait for their lines (not pinned down, nor why PREFETCHW does
-  // less). Not for single records: there it cost more instructions than it saved.
+  // at batches of 32 between the development VM's two vCPUs (README, "Development VM"): where
+  // they are far apart (p50 latency 450-600 ns, as on the GPU host) 83-91 M/s without, mostly
+  // 112-126 with this read prefetch, 92-96 with PREFETCHW instead; where they are close it gained
+  // less (1.16x against 1.07x Boost) or cost (0.88x against 1.08x, with a costlier first version).
+  // Likely why it helps: the ring (128 KiB at 4096 records) outgrows the first-level cache, and a
+  // batch's stores wait for their lines (not pinned down). Not for single records: there it cost
+  // more instructions than it saved.
   static constexpr uint32_t kPrefetchAhead = 64;
 
  private:
