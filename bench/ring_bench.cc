@@ -5,14 +5,17 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <boost/lockfree/spsc_queue.hpp>
 #include <cerrno>
+#include <chrono>
+#include <cstring>
 #include <new>
 #include <thread>
 
 #include "base/error.h"
+#include "bench/baseline/report_ring_v1.h"
 #include "ipc/doorbell.h"
 #include "ipc/report_ring.h"
 
@@ -20,6 +23,7 @@ namespace hugepin::bench {
 namespace {
 
 using BoostQueue = boost::lockfree::spsc_queue<Report, boost::lockfree::capacity<kRingBenchCapacity>>;
+using baseline::ReportRingV1;
 
 // What the two processes share besides the queue: a start line.
 struct alignas(kCacheLinePair) StartLine {
@@ -32,7 +36,8 @@ struct alignas(kCacheLinePair) StartLine {
   }
 };
 
-// A queue under test, behind one interface: push and pop batches, spinning, no waiting.
+// The queues under test, behind one interface: push and pop batches, spinning, no waiting. Each
+// holds a pointer and calls the queue's own batch calls, nothing else.
 struct Ours {
   Os* os;
   ReportRing* ring;
@@ -41,6 +46,13 @@ struct Ours {
   uint32_t pop(Report* out, uint32_t n) {
     return sleeping_consumer ? ring->pop_wait(*os, out, n, -1, /*spins=*/0) : ring->pop_batch(*os, out, n);
   }
+};
+
+struct Baseline {
+  Os* os;
+  ReportRingV1* ring;
+  uint32_t push(const Report* reports, uint32_t n) { return ring->push_batch(*os, reports, n); }
+  uint32_t pop(Report* out, uint32_t n) { return ring->pop_batch(*os, out, n); }
 };
 
 struct Boost {
@@ -63,7 +75,12 @@ class SharedArea {
   SharedArea& operator=(const SharedArea&) = delete;
 
   StartLine& start() { return *start_; }
-  std::byte* queue_memory() { return memory_ + sizeof(StartLine); }
+  // The queue's memory, zeroed: every queue starts from the same state of the caches (all of it
+  // written by this process, the consumer), whatever ran there before.
+  std::byte* fresh_queue_memory() {
+    std::memset(memory_ + sizeof(StartLine), 0, bytes_ - sizeof(StartLine));
+    return memory_ + sizeof(StartLine);
+  }
 
  private:
   size_t bytes_;
@@ -72,7 +89,8 @@ class SharedArea {
 };
 
 void pin(Os& os, int cpu) {
-  if (cpu >= 0) os.set_thread_cpus({cpu});
+  if (cpu < 0) return;
+  if (int rc = os.set_thread_cpus({cpu}); rc < 0) throw_errno(cat("ring benchmark: cannot run on CPU ", cpu), -rc);
 }
 
 // The child's side of a run: wait for the start, produce, exit. Never returns.
@@ -195,87 +213,181 @@ Latency latency_run(Os& os, SharedArea& area, Queue queue, uint64_t samples, uin
   return latency;
 }
 
-// Two CPUs this process may run on: (producer, consumer), or (-1, -1) when it has one.
-std::pair<int, int> choose_cpus() {
+// A CPU's {package, core} from sysfs; {-1, -1} when the kernel does not say.
+std::pair<int, int> core_of(Os& os, int cpu) {
+  auto read_int = [&os, cpu](const char* name) {
+    std::string text;
+    if (os.read_file(cat("/sys/devices/system/cpu/cpu", cpu, "/topology/", name), &text) < 0) return -1;
+    try {
+      return std::stoi(text);
+    } catch (const std::exception&) {
+      return -1;
+    }
+  };
+  return {read_int("physical_package_id"), read_int("core_id")};
+}
+
+std::vector<int> allowed_cpus() {
   cpu_set_t set;
   CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) != 0) return {-1, -1};
   std::vector<int> cpus;
-  for (int cpu = 0; cpu < CPU_SETSIZE && cpus.size() < 2; ++cpu) {
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return cpus;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
     if (CPU_ISSET(cpu, &set)) cpus.push_back(cpu);
   }
-  if (cpus.size() < 2) return {-1, -1};
-  return {cpus[1], cpus[0]};
+  return cpus;
+}
+
+CpuPair pick_cpus(Os& os, const std::vector<int>& requested) {
+  auto core = [&os](int cpu) { return core_of(os, cpu); };
+  if (requested.empty()) return choose_ring_cpus(allowed_cpus(), core);
+  if (requested.size() != 2 || requested[0] == requested[1]) {
+    throw Error("ring benchmark: --cpus takes two different CPUs: PRODUCER,CONSUMER");
+  }
+  const std::pair<int, int> producer = core(requested[0]);
+  const std::pair<int, int> consumer = core(requested[1]);
+  CoreSharing sharing = CoreSharing::kUnknown;
+  if (producer.second >= 0 && consumer.second >= 0) {
+    sharing = producer == consumer ? CoreSharing::kSmtSiblings : CoreSharing::kDifferentCores;
+  }
+  return CpuPair{requested[0], requested[1], sharing};
 }
 
 // A pause before each measurement: caches and the scheduler settle, and a real-time policy's
 // budget (chrt; 950 ms per second by default) is not spent across runs.
 void settle() { std::this_thread::sleep_for(std::chrono::milliseconds(200)); }
 
-// A fresh queue of each kind in the area, for each run.
-Ours make_ours(Os& os, SharedArea& area, bool sleeping) {
-  return Ours{&os, ReportRing::init(area.queue_memory(), kRingBenchCapacity), sleeping};
+const char* method_name(RingMethod method) {
+  switch (method) {
+    case RingMethod::kOurs: return "hugepin ReportRing";
+    case RingMethod::kBaseline: return "ReportRing v1 (baseline)";
+    case RingMethod::kBoost: return "Boost.Lockfree spsc_queue";
+  }
+  return "?";
 }
 
-Boost make_boost(SharedArea& area) { return Boost{new (area.queue_memory()) BoostQueue}; }
+// Builds a fresh queue of `method` in the area and hands it to `measure`, which takes any queue.
+template <typename Measure>
+auto with_queue(Os& os, SharedArea& area, RingMethod method, bool sleeping, Measure measure) {
+  std::byte* memory = area.fresh_queue_memory();
+  switch (method) {
+    case RingMethod::kBaseline: return measure(Baseline{&os, ReportRingV1::init(memory, kRingBenchCapacity)});
+    case RingMethod::kBoost: return measure(Boost{new (memory) BoostQueue});
+    case RingMethod::kOurs: break;
+  }
+  return measure(Ours{&os, ReportRing::init(memory, kRingBenchCapacity), sleeping});
+}
+
+struct Run {
+  Os& os;
+  SharedArea& area;
+  int producer_cpu;
+
+  double throughput(RingMethod method, bool sleeping, uint64_t count, uint32_t batch) {
+    settle();
+    return with_queue(os, area, method, sleeping,
+                      [&](auto queue) { return throughput_run(os, area, queue, count, batch, producer_cpu); });
+  }
+  Latency latency(RingMethod method, bool sleeping, uint64_t samples, uint64_t interval_ns) {
+    settle();
+    return with_queue(os, area, method, sleeping,
+                      [&](auto queue) { return latency_run(os, area, queue, samples, interval_ns, producer_cpu); });
+  }
+};
+
+void set_latency(RingBenchRow& row, const Latency& latency) {
+  row.latency_p50_ns = latency.p50;
+  row.latency_p99_ns = latency.p99;
+  row.latency_max_ns = latency.max;
+}
+
+constexpr RingMethod kMethods[] = {RingMethod::kOurs, RingMethod::kBaseline, RingMethod::kBoost};
+
+// The three rows of one batch size: throughput repeats in rotating order, then latency at batch 1.
+std::vector<RingBenchRow> measure_batch(Run& run, const RingBenchOptions& options, uint32_t batch,
+                                        const std::function<void(const std::string&)>& progress) {
+  std::vector<RingBenchRow> rows;
+  std::vector<std::vector<double>> rates(std::size(kMethods));
+  for (RingMethod method : kMethods) rows.push_back(RingBenchRow{method_name(method), method, false, batch});
+  for (unsigned repeat = 0; repeat < options.repeat; ++repeat) {
+    for (size_t k = 0; k < std::size(kMethods); ++k) {
+      const size_t m = (repeat + k) % std::size(kMethods);  // each repeat starts with the next method
+      progress(cat("batch ", batch, ", run ", repeat + 1, " of ", options.repeat, ": ", rows[m].method));
+      rates[m].push_back(run.throughput(kMethods[m], false, options.count, batch));
+    }
+  }
+  for (size_t m = 0; m < rows.size(); ++m) rows[m].reports_per_second = summarize(rates[m]);
+  if (batch == 1) {
+    for (size_t m = 0; m < rows.size(); ++m) {
+      progress(cat("latency: ", rows[m].method));
+      set_latency(rows[m], run.latency(kMethods[m], false, options.latency_samples, options.latency_interval_ns));
+    }
+  }
+  return rows;
+}
+
+// Our ring with a consumer that sleeps on the doorbell whenever the ring is empty.
+RingBenchRow measure_sleeping(Run& run, const RingBenchOptions& options,
+                              const std::function<void(const std::string&)>& progress) {
+  RingBenchRow row{"hugepin ReportRing, consumer sleeps", RingMethod::kOurs, true, 1};
+  const uint64_t count = std::max<uint64_t>(1, options.count / 4);  // a system call per wake: slower
+  std::vector<double> rates;
+  for (unsigned repeat = 0; repeat < options.repeat; ++repeat) {
+    progress(cat("sleeping consumer, run ", repeat + 1, " of ", options.repeat));
+    rates.push_back(run.throughput(RingMethod::kOurs, true, count, 1));
+  }
+  row.reports_per_second = summarize(rates);
+  progress("latency: sleeping consumer");
+  set_latency(row, run.latency(RingMethod::kOurs, true, std::max<uint64_t>(1, options.latency_samples / 4),
+                               options.latency_interval_ns * 4));
+  return row;
+}
 
 }  // namespace
+
+const char* core_sharing_name(CoreSharing sharing) {
+  switch (sharing) {
+    case CoreSharing::kDifferentCores: return "different cores";
+    case CoreSharing::kSmtSiblings: return "SMT siblings";
+    case CoreSharing::kUnknown: break;
+  }
+  return "cores unknown";
+}
+
+CpuPair choose_ring_cpus(const std::vector<int>& allowed,
+                         const std::function<std::pair<int, int>(int cpu)>& core_of) {
+  if (allowed.size() < 2) return {};
+  const int consumer = allowed[0];
+  const std::pair<int, int> home = core_of(consumer);
+  if (home.second < 0) return CpuPair{allowed[1], consumer, CoreSharing::kUnknown};
+  int other_package = -1;
+  for (size_t i = 1; i < allowed.size(); ++i) {
+    const std::pair<int, int> core = core_of(allowed[i]);
+    if (core.second < 0 || core == home) continue;
+    if (core.first == home.first) return CpuPair{allowed[i], consumer, CoreSharing::kDifferentCores};
+    if (other_package < 0) other_package = allowed[i];
+  }
+  if (other_package >= 0) return CpuPair{other_package, consumer, CoreSharing::kDifferentCores};
+  return CpuPair{allowed[1], consumer, core_of(allowed[1]) == home ? CoreSharing::kSmtSiblings : CoreSharing::kUnknown};
+}
 
 RingBenchResult run_ring_bench(Os& os, const RingBenchOptions& options,
                                const std::function<void(const std::string&)>& progress) {
   RingBenchResult result;
-  std::tie(result.producer_cpu, result.consumer_cpu) = choose_cpus();
-  const int producer_cpu = result.producer_cpu;
-  SharedArea area(std::max(ReportRing::memsize(kRingBenchCapacity), sizeof(BoostQueue)));
+  const CpuPair cpus = pick_cpus(os, options.cpus);
+  result.producer_cpu = cpus.producer;
+  result.consumer_cpu = cpus.consumer;
+  result.core_sharing = cpus.sharing;
+  result.membarrier_registered = asymmetric_barrier_registered(os);
+  SharedArea area(std::max({ReportRing::memsize(kRingBenchCapacity), ReportRingV1::memsize(kRingBenchCapacity),
+                            sizeof(BoostQueue)}));
   pin(os, result.consumer_cpu);
-
+  Run run{os, area, result.producer_cpu};
   for (uint32_t batch : options.batches) {
-    RingBenchRow ours{"hugepin ReportRing", true, batch};
-    RingBenchRow boost{"Boost.Lockfree spsc_queue", false, batch};
-    std::vector<double> ours_rates;
-    std::vector<double> boost_rates;
-    for (unsigned run = 0; run < options.repeat; ++run) {  // alternating: a drift hits both
-      progress(cat("batch ", batch, ", run ", run + 1, " of ", options.repeat, ": ours"));
-      settle();
-      ours_rates.push_back(throughput_run(os, area, make_ours(os, area, false), options.count, batch, producer_cpu));
-      progress(cat("batch ", batch, ", run ", run + 1, " of ", options.repeat, ": Boost"));
-      settle();
-      boost_rates.push_back(throughput_run(os, area, make_boost(area), options.count, batch, producer_cpu));
-    }
-    ours.reports_per_second = summarize(ours_rates);
-    boost.reports_per_second = summarize(boost_rates);
-    if (batch == 1) {
-      progress("latency: ours");
-      settle();
-      Latency a = latency_run(os, area, make_ours(os, area, false), options.latency_samples, options.latency_interval_ns,
-                              producer_cpu);
-      progress("latency: Boost");
-      settle();
-      Latency b = latency_run(os, area, make_boost(area), options.latency_samples, options.latency_interval_ns, producer_cpu);
-      std::tie(ours.latency_p50_ns, ours.latency_p99_ns, ours.latency_max_ns) = std::tuple(a.p50, a.p99, a.max);
-      std::tie(boost.latency_p50_ns, boost.latency_p99_ns, boost.latency_max_ns) = std::tuple(b.p50, b.p99, b.max);
-    }
-    result.rows.push_back(ours);
-    result.rows.push_back(boost);
+    std::vector<RingBenchRow> rows = measure_batch(run, options, batch, progress);
+    result.rows.insert(result.rows.end(), rows.begin(), rows.end());
   }
-
-  // The consumer that sleeps on the doorbell when the ring is empty: the cost of not spinning.
-  RingBenchRow sleeping{"hugepin ReportRing, consumer sleeps", true, 1};
-  const uint64_t sleeping_count = std::max<uint64_t>(1, options.count / 4);  // a system call per wake: slower
-  std::vector<double> rates;
-  for (unsigned run = 0; run < options.repeat; ++run) {
-    progress(cat("sleeping consumer, run ", run + 1, " of ", options.repeat));
-    settle();
-    rates.push_back(throughput_run(os, area, make_ours(os, area, true), sleeping_count, 1, producer_cpu));
-  }
-  sleeping.reports_per_second = summarize(rates);
-  progress("latency: sleeping consumer");
-  settle();
-  Latency latency = latency_run(os, area, make_ours(os, area, true), options.latency_samples / 4,
-                                options.latency_interval_ns * 4, producer_cpu);
-  std::tie(sleeping.latency_p50_ns, sleeping.latency_p99_ns, sleeping.latency_max_ns) =
-      std::tuple(latency.p50, latency.p99, latency.max);
-  result.rows.push_back(sleeping);
+  result.rows.push_back(measure_sleeping(run, options, progress));
   return result;
 }
 

@@ -1,5 +1,6 @@
 // hugepin bench ...: side-by-side benchmarks. Each prints one table (JSON with --json): ours,
 // the alternative users have now, and the ratio.
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -180,34 +181,42 @@ int run_fence(const FenceArgs& args) {
 }
 
 struct RingArgs {
-  uint64_t count = 5'000'000;
+  uint64_t count = 10'000'000;
   std::vector<uint32_t> batches{1, 32};
   uint64_t latency_samples = 100'000;
   double latency_interval_us = 5;
-  unsigned repeat = 3;
+  unsigned repeat = 5;
+  std::vector<int> cpus;
   bool json = false;
 };
 
 std::string ns_cell(double ns) { return ns > 0 ? fixed(ns, 0) : "-"; }
 
-Json ring_row_json(const bench::RingBenchRow& row, double boost_rate) {
+// The median rate of the row of `kind` with the batch of `row` (the spinning one), 0 when none ran.
+double rate_of(const std::vector<bench::RingBenchRow>& rows, bench::RingMethod kind, const bench::RingBenchRow& row) {
+  for (const bench::RingBenchRow& other : rows) {
+    if (other.kind == kind && !other.sleeping_consumer && other.batch == row.batch) return other.reports_per_second.median;
+  }
+  return 0;
+}
+
+Json ratio_json(double ours, double theirs) { return theirs > 0 ? Json(ours / theirs) : Json(nullptr); }
+std::string ratio_cell(double ours, double theirs) { return theirs > 0 ? fixed(ours / theirs, 2) + "x" : "-"; }
+
+Json ring_row_json(const std::vector<bench::RingBenchRow>& rows, const bench::RingBenchRow& row) {
   auto summary = [](const bench::Summary& s) { return Json{{"median", s.median}, {"min", s.min}, {"max", s.max}}; };
-  Json json = {{"method", row.method}, {"batch", row.batch}, {"reports_per_second", summary(row.reports_per_second)},
-               {"vs_boost", boost_rate > 0 ? Json(row.reports_per_second.median / boost_rate) : Json(nullptr)}};
+  const double rate = row.reports_per_second.median;
+  Json json = {{"method", row.method},
+               {"batch", row.batch},
+               {"reports_per_second", summary(row.reports_per_second)},
+               {"vs_boost", ratio_json(rate, rate_of(rows, bench::RingMethod::kBoost, row))},
+               {"vs_baseline", ratio_json(rate, rate_of(rows, bench::RingMethod::kBaseline, row))}};
   if (row.latency_p50_ns > 0) {
     json["latency_ns"] = {{"p50", row.latency_p50_ns}, {"p99", row.latency_p99_ns}, {"max", row.latency_max_ns}};
   } else {
     json["latency_ns"] = nullptr;
   }
   return json;
-}
-
-// The Boost row of the same batch size, if there is one.
-double boost_rate_for(const std::vector<bench::RingBenchRow>& rows, const bench::RingBenchRow& row) {
-  for (const bench::RingBenchRow& other : rows) {
-    if (!other.ours && other.batch == row.batch) return other.reports_per_second.median;
-  }
-  return 0;
 }
 
 int run_ring(Context& context, const RingArgs& args) {
@@ -217,32 +226,37 @@ int run_ring(Context& context, const RingArgs& args) {
   options.latency_samples = args.latency_samples;
   options.latency_interval_ns = static_cast<uint64_t>(args.latency_interval_us * 1000);
   options.repeat = args.repeat;
+  options.cpus = args.cpus;
   const bool show_progress = isatty(STDERR_FILENO) != 0;
   auto progress = [&](const std::string& line) {
     if (show_progress) std::cerr << "\r\033[K  " << line << std::flush;
   };
   bench::RingBenchResult result = bench::run_ring_bench(context.os(), options, progress);
   if (show_progress) std::cerr << "\r\033[K";
+  const char* publish = result.membarrier_registered ? "registered" : "refused";
 
   if (args.json) {
     Json rows = Json::array();
-    for (const bench::RingBenchRow& row : result.rows) rows.push_back(ring_row_json(row, boost_rate_for(result.rows, row)));
+    for (const bench::RingBenchRow& row : result.rows) rows.push_back(ring_row_json(result.rows, row));
     print_json({{"benchmark", "ring"}, {"record_bytes", sizeof(Report)}, {"capacity", bench::kRingBenchCapacity},
                 {"count", options.count}, {"repeat", options.repeat}, {"latency_samples", options.latency_samples},
                 {"latency_interval_ns", options.latency_interval_ns}, {"producer_cpu", result.producer_cpu},
-                {"consumer_cpu", result.consumer_cpu}, {"rows", rows}});
+                {"consumer_cpu", result.consumer_cpu}, {"cpus", bench::core_sharing_name(result.core_sharing)},
+                {"membarrier", publish}, {"rows", rows}});
     return 0;
   }
   std::cout << "reports between two processes: " << options.count << " per run (median of " << options.repeat
             << "), rings of " << bench::kRingBenchCapacity << " x " << sizeof(Report) << " bytes; latency at one report every "
             << fixed(args.latency_interval_us, 1) << " us; producer on CPU " << result.producer_cpu << ", consumer on CPU "
-            << result.consumer_cpu << "\n";
-  Table table({"METHOD", "BATCH", "REPORTS/s", "SPREAD", "vs Boost", "p50 ns", "p99 ns"}, {Table::Align::kLeft});
+            << result.consumer_cpu << " (" << bench::core_sharing_name(result.core_sharing) << "); membarrier " << publish
+            << "\n";
+  Table table({"METHOD", "BATCH", "REPORTS/s", "SPREAD", "vs Boost", "vs v1", "p50 ns", "p99 ns"}, {Table::Align::kLeft});
   for (const bench::RingBenchRow& row : result.rows) {
-    const double boost = boost_rate_for(result.rows, row);
-    table.add_row({row.method, std::to_string(row.batch), fixed(row.reports_per_second.median / 1e6, 1) + " M",
+    const double rate = row.reports_per_second.median;
+    table.add_row({row.method, std::to_string(row.batch), fixed(rate / 1e6, 1) + " M",
                    fixed(100 * row.reports_per_second.spread(), 0) + "%",
-                   boost > 0 ? fixed(row.reports_per_second.median / boost, 2) + "x" : "-", ns_cell(row.latency_p50_ns),
+                   ratio_cell(rate, rate_of(result.rows, bench::RingMethod::kBoost, row)),
+                   ratio_cell(rate, rate_of(result.rows, bench::RingMethod::kBaseline, row)), ns_cell(row.latency_p50_ns),
                    ns_cell(row.latency_p99_ns)});
   }
   std::cout << table.render();
@@ -294,7 +308,8 @@ void add_bench_commands(CLI::App& app, Context& context) {
   add_spill_bench_command(*bench, context);
   add_offload_bench_command(*bench, context);
   auto ring_args = std::make_shared<RingArgs>();
-  CLI::App* ring = bench->add_subcommand("ring", "Reports between two processes: hugepin's ring vs Boost.Lockfree spsc_queue");
+  CLI::App* ring = bench->add_subcommand(
+      "ring", "Reports between two processes: hugepin's ring vs its previous version and Boost.Lockfree spsc_queue");
   ring->add_option("--count", ring_args->count, "Reports per throughput run")->check(CLI::Range(uint64_t{1}, uint64_t{1} << 40));
   ring->add_option("--batch", ring_args->batches, "Batch sizes, comma-separated")
       ->delimiter(',')
@@ -304,6 +319,10 @@ void add_bench_commands(CLI::App& app, Context& context) {
   ring->add_option("--interval", ring_args->latency_interval_us, "Microseconds between reports in latency runs")
       ->check(CLI::Range(0.1, 1e6));
   ring->add_option("--repeat", ring_args->repeat, "Throughput runs per row")->check(CLI::Range(1, 100));
+  ring->add_option("--cpus", ring_args->cpus, "PRODUCER,CONSUMER CPUs (default: two of different cores)")
+      ->delimiter(',')
+      ->expected(2)
+      ->check(CLI::Range(0, CPU_SETSIZE - 1));
   ring->add_flag("--json", ring_args->json, "Print JSON");
   ring->callback([&context, ring_args] { context.action = [&context, ring_args] { return run_ring(context, *ring_args); }; });
 }

@@ -43,6 +43,10 @@ void cpu_relax() {
 
 bool Doorbell::heavy_barrier(Os& os) { return os.membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED) == 0; }
 
+void Doorbell::mark_unfenced_waker() {
+  if (unfenced_wakers.load(std::memory_order_relaxed) == 0) unfenced_wakers.store(1, std::memory_order_seq_cst);
+}
+
 void Doorbell::wake(Os& os) {
   word.fetch_add(1, std::memory_order_release);  // release: pairs with the acquire load in wait()
   os.futex_wake(&word, INT_MAX);

@@ -2,20 +2,24 @@
 // and a waker makes a system call only when someone sleeps.
 //
 // The protocol is Dekker's, made asymmetric so that the waker's fast path has no fence. A waker
-// publishes its state (a ring index), then reads `sleepers` and, when it is not zero, bumps `word`
-// and wakes. A waiter reads `word`, counts itself in `sleepers`, issues the heavy barrier, checks
-// the state and only then sleeps on `word`. The heavy barrier is membarrier(2)
-// MEMBARRIER_CMD_GLOBAL_EXPEDITED: every CPU running a thread of a process registered for it runs
-// a full memory barrier before the call returns. So either the waker's read of `sleepers` comes
-// after that barrier and sees the waiter, or its publication came before it and the waiter's check
-// sees the state; and a bump between the waiter's read of `word` and its sleep makes FUTEX_WAIT
-// return at once. No wake-up is lost, and a waker on the fast path pays one plain load.
+// publishes its state (a ring index) with a plain release store, then reads `sleepers` and, when
+// it is not zero, bumps `word` and wakes. A waiter reads `word`, counts itself in `sleepers`,
+// issues the heavy barrier, checks the state and only then sleeps on `word`. The heavy barrier is
+// membarrier(2) MEMBARRIER_CMD_GLOBAL_EXPEDITED: every CPU running a thread of a process
+// registered for it runs a full memory barrier before the call returns. So either the waker's
+// read of `sleepers` comes after that barrier and sees the waiter, or its publication came before
+// it and the waiter's check sees the state; and a bump between the waiter's read of `word` and its
+// sleep makes FUTEX_WAIT return at once. No wake-up is lost, and a waker pays one plain load.
 //
-// Wakers in a process the kernel will not register (an old kernel, a seccomp filter) publish with
-// a seq_cst store and read `sleepers` with seq_cst, which pairs with the waiter's seq_cst
-// increment (Dekker's symmetric form). A waiter whose heavy barrier fails cannot rely on
-// registered wakers, so it sleeps at most kUnfencedSleepNs at a time and re-checks: a wake-up is
-// then at worst that late, never lost for good.
+// Where the kernel will not register a process (an old kernel, a seccomp filter, a sandbox), its
+// wakers still publish with a plain release store: a StoreLoad fence on every push would cost
+// more than the whole rest of it (measured: 0.6-0.7x the rings' rate). Instead such a waker marks
+// the doorbell once (`unfenced_wakers`, with a full fence), and every waiter that sees the mark,
+// or whose own heavy barrier fails, sleeps at most kUnfencedSleepNs at a time and re-checks. A
+// wake-up is then rarely late (only when a publication races the waiter's check) and never lost.
+// The mark and `sleepers` are themselves a symmetric Dekker pair: a waiter that missed the mark
+// was counted before the waker's fenced first look at `sleepers`, so that look wakes it, and its
+// next round sees the mark.
 //
 // Thread-safety: any number of wakers and waiters, in any processes that map the doorbell.
 #pragma once
@@ -31,7 +35,7 @@ namespace hugepin {
 // writes is kept 128 bytes away (DPDK's RTE_CACHE_GUARD does the same).
 inline constexpr size_t kCacheLinePair = 128;
 
-// How long a waiter without the heavy barrier sleeps before it re-checks.
+// How long a waiter sleeps before it re-checks when the heavy barrier does not cover every waker.
 inline constexpr int64_t kUnfencedSleepNs = 1'000'000;
 
 // CLOCK_MONOTONIC in ns (the clock of Report::time_ns and every timeout here).
@@ -46,40 +50,32 @@ extern std::atomic<int> asymmetric_barrier_state;
 int register_asymmetric_barrier(Os& os);
 }  // namespace detail
 
-// Whether wakers in this process may publish with a plain release store: true once the process is
-// registered for the heavy barrier (on first use, again after a fork), false when the kernel
-// refuses (then they publish with seq_cst).
+// Whether waiters' heavy barriers reach this process: true once it is registered (on first use,
+// again after a fork), false when the kernel refuses (then its wakers mark the doorbells they ring).
 inline bool asymmetric_barrier_registered(Os& os) {
   int state = detail::asymmetric_barrier_state.load(std::memory_order_relaxed);
   if (state == 0) state = detail::register_asymmetric_barrier(os);
   return state > 0;
 }
 
-// Stores `value` as a waker publishes the state waiters wait for (two branches, because compilers
-// turn a memory order known only at run time into seq_cst).
-inline void publish(Os& os, std::atomic<uint64_t>& state, uint64_t value) {
-  if (asymmetric_barrier_registered(os)) {
-    state.store(value, std::memory_order_release);
-  } else {
-    state.store(value, std::memory_order_seq_cst);
-  }
-}
-
-// Forgets whether this process is registered: the next publish asks the kernel again
+// Forgets whether this process is registered: the next ring asks the kernel again
 // (a fork's child does this; tests use it to play a kernel that refuses).
 void forget_asymmetric_barrier();
 
 struct alignas(kCacheLinePair) Doorbell {
   std::atomic<uint32_t> word{0};      // the futex word: bumped by every ring that had a sleeper
   std::atomic<uint32_t> sleepers{0};  // waiters between counting themselves and waking up
+  // Not 0 once a waker in a process the heavy barrier does not reach has rung (never cleared).
+  std::atomic<uint32_t> unfenced_wakers{0};
 
   // Wakes every waiter, if there is one. REQUIRES: the caller just published the state waiters
-  // wait for with publish().
+  // wait for (a release store).
   void ring(Os& os) {
     // The compiler keeps this read after the caller's publication; the CPU may not, which the
-    // waiter's heavy barrier covers (or, unregistered, the seq_cst publication and this seq_cst
-    // read pair with the waiter's seq_cst increment). See the file comment.
+    // waiter's heavy barrier covers, or in an unregistered process the mark and the bounded sleep
+    // (see the file comment).
     std::atomic_signal_fence(std::memory_order_seq_cst);
+    if (!asymmetric_barrier_registered(os)) [[unlikely]] mark_unfenced_waker();
     if (sleepers.load(std::memory_order_seq_cst) != 0) wake(os);
   }
 
@@ -91,6 +87,9 @@ struct alignas(kCacheLinePair) Doorbell {
  private:
   // Bumps `word` and wakes every waiter.
   void wake(Os& os);
+  // Sets `unfenced_wakers` if it is not set yet, with a full fence (seq_cst: pairs with the
+  // waiter's seq_cst increment of `sleepers` and its seq_cst load of the mark).
+  void mark_unfenced_waker();
   // The heavy barrier; false when the kernel refuses it.
   static bool heavy_barrier(Os& os);
 };
@@ -102,9 +101,11 @@ bool Doorbell::wait(Os& os, Ready&& ready, int64_t timeout_ns) {
   for (;;) {
     // Acquire pairs with the release bump of `word` in ring().
     const uint32_t seen = word.load(std::memory_order_acquire);
-    // seq_cst pairs with the seq_cst read in ring() of wakers that cannot elide their barrier.
+    // seq_cst pairs with the mark and the read of `sleepers` in ring() by unregistered wakers.
     sleepers.fetch_add(1, std::memory_order_seq_cst);
-    const bool fenced = heavy_barrier(os);  // orders the count above against every waker's read
+    // The barrier orders the count above against every registered waker's read of it; the mark
+    // (seq_cst, read after the count) says whether an unregistered waker may miss it.
+    const bool fenced = heavy_barrier(os) && unfenced_wakers.load(std::memory_order_seq_cst) == 0;
     if (ready()) {
       sleepers.fetch_sub(1, std::memory_order_relaxed);
       return true;

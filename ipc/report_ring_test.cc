@@ -195,20 +195,14 @@ TEST_CASE("one doorbell wakes a consumer of several rings") {
   CHECK(rings[0]->depth() == 0);
 }
 
-// A kernel without membarrier (or a seccomp filter that forbids it).
-class NoMembarrierOs : public test::ForwardingOs {
- public:
-  NoMembarrierOs() : ForwardingOs(real_os()) {}
-  int membarrier(int) override { return -ENOSYS; }
-};
-
-TEST_CASE("without membarrier: producers publish seq_cst, sleepers re-check, nothing is lost") {
-  NoMembarrierOs os;
+TEST_CASE("without membarrier: pushes and pops mark the doorbells they ring, sleepers re-check, nothing is lost") {
+  test::NoMembarrierOs os;
   forget_asymmetric_barrier();
   CHECK_FALSE(asymmetric_barrier_registered(os));
   const uint32_t capacity = 8;
   Buffer buffer(ReportRing::memsize(capacity));
   ReportRing* ring = ReportRing::init(buffer.data, capacity);
+  CHECK(ring->data_doorbell().unfenced_wakers.load() == 0);
   const size_t total = 500;
   std::vector<Report> reports = make_reports(1, total);
   std::thread producer([&] { CHECK(ring->push_wait(os, reports.data(), total, kForever) == total); });
@@ -220,9 +214,47 @@ TEST_CASE("without membarrier: producers publish seq_cst, sleepers re-check, not
   }
   producer.join();
   check_reports(received.data(), total, 1);
+  // The producer rang the data doorbell, the consumer the space doorbell: both are marked.
+  CHECK(ring->data_doorbell().unfenced_wakers.load() != 0);
   forget_asymmetric_barrier();
   const bool kernel_has_it = real_os().membarrier(MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED) == 0;
   CHECK(asymmetric_barrier_registered(real_os()) == kernel_has_it);
+}
+
+// Records the timeout of every futex_wait.
+class FutexTimeoutsOs : public test::ForwardingOs {
+ public:
+  FutexTimeoutsOs() : ForwardingOs(real_os()) {}
+  int futex_wait(const std::atomic<uint32_t>* word, uint32_t expected, int64_t timeout_ns) override {
+    timeouts.push_back(timeout_ns);
+    return ForwardingOs::futex_wait(word, expected, timeout_ns);
+  }
+  std::vector<int64_t> timeouts;
+};
+
+TEST_CASE("a waiter on a marked doorbell sleeps in slices of at most kUnfencedSleepNs, an unmarked one does not") {
+  forget_asymmetric_barrier();
+  if (!asymmetric_barrier_registered(real_os())) {
+    MESSAGE("membarrier refused here: every waiter sleeps in slices; nothing to compare");
+    return;
+  }
+  Buffer buffer(ReportRing::memsize(8));
+  ReportRing* ring = ReportRing::init(buffer.data, 8);
+  const int64_t timeout = 50 * kUnfencedSleepNs;  // empty ring, nobody pushes: both time out
+
+  FutexTimeoutsOs unmarked;
+  CHECK_FALSE(ring->wait_for_data(unmarked, timeout, /*spins=*/0));
+  REQUIRE_FALSE(unmarked.timeouts.empty());
+  CHECK(unmarked.timeouts.front() > kUnfencedSleepNs);  // one sleep for (nearly) the whole timeout
+
+  ring->data_doorbell().unfenced_wakers.store(1);  // as a waker in an unregistered process leaves it
+  FutexTimeoutsOs marked;
+  CHECK_FALSE(ring->wait_for_data(marked, timeout, /*spins=*/0));
+  CHECK_FALSE(marked.timeouts.empty());
+  for (int64_t slice : marked.timeouts) {
+    CHECK(slice > 0);
+    CHECK(slice <= kUnfencedSleepNs);
+  }
 }
 
 TEST_CASE("attach checks the ring another process built") {

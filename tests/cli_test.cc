@@ -225,20 +225,31 @@ TEST_CASE("inspect, metrics and arena create refuse what is wrong with one line"
   CHECK_FALSE(std::filesystem::exists("/dev/shm/hugepin/" + huge));
 }
 
-TEST_CASE("bench ring runs both queues and prints JSON") {
+TEST_CASE("bench ring runs the three queues and prints JSON") {
   Run run = run_hugepin("bench ring --count 20000 --repeat 1 --latency-samples 1000 --interval 1 --batch 1,8 --json");
   REQUIRE(run.status == 0);
   auto json = nlohmann::json::parse(run.out);
   CHECK(json["benchmark"] == "ring");
   CHECK(json["record_bytes"] == 32);
-  REQUIRE(json["rows"].size() == 5);
+  CHECK((json["membarrier"] == "registered" || json["membarrier"] == "refused"));
+  CHECK(json["cpus"].is_string());
+  REQUIRE(json["rows"].size() == 7);  // ours, baseline, Boost for each batch; ours sleeping
   CHECK(json["rows"][0]["method"] == "hugepin ReportRing");
-  CHECK(json["rows"][1]["method"] == "Boost.Lockfree spsc_queue");
-  CHECK(json["rows"][1]["vs_boost"] == 1.0);
-  CHECK(json["rows"][0]["latency_ns"]["p99"].get<double>() > 0);
-  CHECK(json["rows"][2]["batch"] == 8);
-  CHECK(json["rows"][2]["latency_ns"].is_null());
-  CHECK(json["rows"][4]["method"] == "hugepin ReportRing, consumer sleeps");
+  CHECK(json["rows"][1]["method"] == "ReportRing v1 (baseline)");
+  CHECK(json["rows"][1]["vs_baseline"] == 1.0);
+  CHECK(json["rows"][2]["method"] == "Boost.Lockfree spsc_queue");
+  CHECK(json["rows"][2]["vs_boost"] == 1.0);
+  for (int row = 0; row < 3; ++row) CHECK(json["rows"][row]["latency_ns"]["p99"].get<double>() > 0);
+  CHECK(json["rows"][3]["batch"] == 8);
+  CHECK(json["rows"][3]["latency_ns"].is_null());
+  CHECK(json["rows"][6]["method"] == "hugepin ReportRing, consumer sleeps");
+  CHECK(json["rows"][6]["vs_boost"].get<double>() > 0);  // against the spinning Boost row of batch 1
+}
+
+TEST_CASE("bench ring refuses --cpus it cannot use") {
+  Run same = run_hugepin("bench ring --count 1000 --repeat 1 --latency-samples 100 --cpus 0,0");
+  CHECK(same.status != 0);
+  CHECK(same.out.find("two different CPUs") != std::string::npos);
 }
 
 TEST_CASE("bench pin runs its host rows alone and refuses to run nothing") {

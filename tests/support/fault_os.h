@@ -1,8 +1,10 @@
 // Os wrappers for tests: ForwardingOs passes every call to another Os (override what you fake),
 // FaultInjectionOs fails a chosen call with a chosen errno (leveldb's ErrorEnv).
+// NoMembarrierOs plays a kernel that refuses membarrier(2).
 #pragma once
 
 #include <atomic>
+#include <cerrno>
 #include <map>
 #include <mutex>
 #include <string>
@@ -92,6 +94,13 @@ class ForwardingOs : public Os {
 
  protected:
   Os& target_;
+};
+
+// A kernel without membarrier(2), or a seccomp filter that forbids it: every call fails with ENOSYS.
+class NoMembarrierOs : public ForwardingOs {
+ public:
+  NoMembarrierOs() : ForwardingOs(real_os()) {}
+  int membarrier(int) override { return -ENOSYS; }
 };
 
 // Fails the n-th next call of one operation. Operations are named after the Os methods.
