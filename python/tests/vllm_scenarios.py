@@ -1,0 +1,376 @@
+"""hugepin.vllm driven as vLLM's OffloadingConnector drives an offloading spec, across processes, on
+the stand-in of vLLM's interface (HUGEPIN_VLLM_STANDIN selects the generation; set it before
+importing this module). Shared by the pytest files (host memcpy, CPU tensors) and vllm_gpu_check.py
+(CUDA tensors on the GPU host).
+
+The test process is vLLM's scheduler process: it makes the spec from the engine's configuration
+and asks it for the manager, and it plays the connector's part in between (request contexts, block
+keys, GPU block ids, collecting every rank's get_finished before complete_store / complete_load).
+Each rank is a worker process (this file run as a script, one JSON request per line): it makes the
+spec from the same configuration with its own rank, allocates its KV tensors (FlashAttention
+layout, one tensor per layer), canonicalizes them as the connector does (K and V of a layer become
+two (num_blocks, page) int8 views), and hands them to get_worker or get_handlers. Transfer specs
+reach the ranks pickled, as vLLM's metadata does. Every block is stamped with a pattern of (rank,
+key, segment) and checked through torch tensors: a store's chunks in the rank's region, a load's
+blocks on the device.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import importlib
+import json
+import os
+import pickle
+import select
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+
+import torch
+
+GENERATION = os.environ.get("HUGEPIN_VLLM_STANDIN", "current")
+standin = importlib.import_module(f"hugepin.vllm.standin.{GENERATION}")
+
+
+@dataclass(frozen=True)
+class Model:
+    """What the ranks hold: `layers[pp_rank]` layers on each pipeline stage (unequal stages hold
+    unequal payloads), each a (2, num_blocks, block_size, kv_heads, head_size) tensor."""
+    layers: tuple
+    kv_heads: int
+    head_size: int
+    num_blocks: int
+    block_size: int = 16
+    dtype: str = "bfloat16"
+
+    def page_bytes(self) -> int:
+        """Bytes of one block of K (or V) of one layer on one rank."""
+        return self.block_size * self.kv_heads * self.head_size * torch.empty((), dtype=self.torch_dtype).element_size()
+
+    @property
+    def torch_dtype(self):
+        return getattr(torch, self.dtype)
+
+    def rank_bytes_per_block(self, pp_rank: int) -> int:
+        return self.layers[pp_rank] * 2 * self.page_bytes()
+
+
+# A small model for CI: stage 0 holds two layers, stage 1 one; 512-byte pages.
+SMALL = Model(layers=(2, 1), kv_heads=2, head_size=8, num_blocks=32)
+
+
+@dataclass(frozen=True)
+class Engine:
+    """One engine's configuration: what every process makes its spec from."""
+    model: Model
+    tp: int
+    pp: int
+    blocks_per_chunk: int
+    cpu_bytes: int
+    engine_id: str
+    extra: tuple = ()  # more kv_connector_extra_config items
+
+    def extra_config(self) -> dict:
+        config = {"spec_name": "HugepinOffloadingSpec", "spec_module_path": "hugepin.vllm",
+                  "cpu_bytes_to_use": self.cpu_bytes}
+        if GENERATION == "handlers":
+            config["block_size"] = self.model.block_size * self.blocks_per_chunk
+        config.update(dict(self.extra))
+        return config
+
+    def spec_arguments(self, rank: int) -> tuple:
+        """The spec constructor's arguments in the process of worker `rank` (0 in the scheduler's),
+        as the stand-in generation's vLLM builds them."""
+        pp_rank = rank // self.tp
+        layers = [f"model.layers.{pp_rank}.{i}.attn" for i in range(self.model.layers[pp_rank])]
+        if GENERATION == "current":
+            return (standin.OffloadingConfig(
+                groups=(standin.OffloadingGroupConfig(tokens_per_block=self.model.block_size, layer_names=tuple(layers)),),
+                worker_kv_bytes_per_block=self.model.rank_bytes_per_block(pp_rank),
+                enable_kv_cache_events=True, extra_config=self.extra_config(), engine_id=self.engine_id,
+                model=standin.OffloadingModelConfig(name="stand-in", dtype=self.model.dtype),
+                cache=standin.OffloadingCacheConfig(tokens_per_hash=self.model.block_size,
+                                                    blocks_per_chunk=self.blocks_per_chunk),
+                parallel=standin.OffloadingParallelConfig(rank=rank, world_size=self.tp * self.pp, tp_size=self.tp,
+                                                          pp_size=self.pp, pcp_size=1, dcp_size=1,
+                                                          data_parallel_index=0, is_parallelism_agnostic=False)),)
+        vllm_config = standin.VllmConfig(
+            kv_transfer_config=standin.KVTransferConfig(kv_connector="OffloadingConnector", engine_id=self.engine_id,
+                                                        kv_role="kv_both", kv_connector_extra_config=self.extra_config()),
+            parallel_config=standin.ParallelConfig(pipeline_parallel_size=self.pp, tensor_parallel_size=self.tp,
+                                                   rank=rank),
+            cache_config=standin.CacheConfig(block_size=self.model.block_size),
+            kv_events_config=standin.KVEventsConfig(enable_kv_cache_events=True))
+        spec = standin.FullAttentionSpec(block_size=self.model.block_size, num_kv_heads=self.model.kv_heads,
+                                         head_size=self.model.head_size, dtype=self.model.dtype)
+        kv_cache_config = standin.KVCacheConfig(
+            num_blocks=self.model.num_blocks,
+            kv_cache_tensors=[standin.KVCacheTensor(size=spec.page_size_bytes * self.model.num_blocks, shared_by=[name])
+                              for name in layers],
+            kv_cache_groups=[standin.KVCacheGroupSpec(layer_names=layers, kv_cache_spec=spec)])
+        return vllm_config, kv_cache_config
+
+    def make_spec(self, rank: int):
+        """The spec, found as vLLM's factory finds it (spec_name in spec_module_path)."""
+        return standin.OffloadingSpecFactory.create_spec(*self.spec_arguments(rank))
+
+
+def key(name: str):
+    """An OffloadKey: a block hash (sha256 of `name`) and KV cache group 0."""
+    return standin.make_offload_key(hashlib.sha256(name.encode()).digest(), 0)
+
+
+def gpu_spec(blocks, first_index: int = 0):
+    """A GPULoadStoreSpec of one KV cache group."""
+    return standin.GPULoadStoreSpec(list(blocks), group_sizes=(len(blocks),), block_indices=(first_index,))
+
+
+def stamp(rank: int, name: str, segment: int, blocks: int, block_bytes: int):
+    """The bytes `blocks` consecutive blocks of key `name` hold on `rank` in `segment`."""
+    seed = int.from_bytes(hashlib.sha256(f"{rank}/{name}/{segment}".encode()).digest()[:7], "little")
+    generator = torch.Generator().manual_seed(seed)
+    return torch.randint(-128, 128, (blocks, block_bytes), generator=generator, dtype=torch.int8)
+
+
+# ------------------------------------------------------------------------------------ a rank's process
+
+
+class _Rank:
+    """A worker process's state: its spec, KV tensors, canonical views and vLLM-side worker."""
+
+    def __init__(self, request: dict):
+        engine = pickle.loads(base64.b64decode(request["engine"]))
+        self.rank = request["rank"]
+        self.device = torch.device(request.get("device", "cpu"))
+        if self.device.type == "cuda":
+            torch.cuda.set_device(self.device)
+        model = engine.model
+        pp_rank = self.rank // engine.tp
+        self.bpc = engine.blocks_per_chunk
+        self.kv = [torch.zeros((2, model.num_blocks, model.block_size, model.kv_heads, model.head_size),
+                               dtype=model.torch_dtype, device=self.device) for _ in range(model.layers[pp_rank])]
+        # The connector's canonical views: K and V of each layer as (num_blocks, page) int8.
+        self.segments = [half for layer in self.kv for half in layer.view(torch.int8).view(2, model.num_blocks, -1)]
+        caches = standin.CanonicalKVCaches(
+            tensors=[standin.CanonicalKVCacheTensor(tensor=t, page_size_bytes=t.shape[1]) for t in self.segments],
+            group_data_refs=[[standin.CanonicalKVCacheRef(tensor_idx=i, page_size_bytes=t.shape[1])
+                              for i, t in enumerate(self.segments)]])
+        self.spec = engine.make_spec(self.rank)
+        if GENERATION == "current":
+            self.worker = self.spec.get_worker(caches)
+            self.copier = self.worker.copier
+        else:  # the connector registers every handler the spec yields with its router
+            self.worker = standin.OffloadingWorker()
+            for src_cls, dst_cls, handler in self.spec.get_handlers(caches):
+                self.worker.register_handler(src_cls, dst_cls, handler)
+            self.copier = next(iter(self.worker.handlers)).copier
+
+    def _rows(self, segment: int, first_block: int, count: int):
+        return self.segments[segment][first_block:first_block + count]
+
+    def fill(self, request: dict) -> dict:
+        """Stamps the GPU blocks of each (key name, first GPU block): blocks_per_chunk blocks."""
+        for name, first in request["keys"]:
+            for s, segment in enumerate(self.segments):
+                self._rows(s, first, self.bpc).copy_(stamp(self.rank, name, s, self.bpc, segment.shape[1]))
+        if self.device.type == "cuda":
+            torch.cuda.current_stream().synchronize()
+        return {"ok": True}
+
+    def zero(self, request: dict) -> dict:
+        for layer in self.kv:
+            layer[:, request["first"]:request["first"] + request["count"]].zero_()
+        return {"ok": True}
+
+    def submit(self, request: dict) -> dict:
+        src, dst = pickle.loads(base64.b64decode(request["specs"]))
+        job = request["job"]
+        if GENERATION == "handlers":
+            submitted = self.worker.transfer_async(job, (src, dst))
+        elif request["op"] == "store":
+            submitted = self.worker.submit_store(job, src, dst)
+        else:
+            submitted = self.worker.submit_load(job, src, dst)
+        return {"ok": True, "submitted": submitted}
+
+    def finished(self, request: dict) -> dict:
+        if request.get("wait"):
+            self.worker.wait(set(request["wait"]))
+        results = self.worker.get_finished()
+        return {"ok": True, "results": [[r.job_id, r.success, r.transfer_size, r.transfer_time] for r in results]}
+
+    def check_host(self, request: dict) -> dict:
+        """Each (key name, chunk): the chunk's blocks in the rank's region hold the key's stamps."""
+        worker = self.copier.wait_attached(30)
+        for name, chunk in request["keys"]:
+            for s, segment in enumerate(self.segments):
+                host = worker.host_tensor(s, torch.int8)
+                got = host[chunk * self.bpc:(chunk + 1) * self.bpc].clone()
+                del host
+                if not torch.equal(got, stamp(self.rank, name, s, self.bpc, segment.shape[1])):
+                    return {"ok": False, "error": f"rank {self.rank}: chunk {chunk} segment {s} does not hold {name}"}
+        return {"ok": True}
+
+    def check_device(self, request: dict) -> dict:
+        """Each (key name, first block of the key, GPU block, count): those GPU blocks hold the key's
+        stamps from that block of the key on."""
+        if self.device.type == "cuda":
+            torch.cuda.synchronize()
+        for name, offset, first, count in request["blocks"]:
+            for s, segment in enumerate(self.segments):
+                want = stamp(self.rank, name, s, self.bpc, segment.shape[1])[offset:offset + count]
+                if not torch.equal(self._rows(s, first, count).cpu(), want):
+                    return {"ok": False, "error": f"rank {self.rank}: GPU blocks {first}.. of segment {s} do not hold "
+                                                  f"{name} from block {offset}"}
+        return {"ok": True}
+
+    def describe(self, request: dict) -> dict:
+        worker = self.copier.wait_attached(request.get("timeout", 60))
+        region = worker.region
+        return {"ok": True, "rank": worker.rank, "page_size": region.page_size, "length": region.length,
+                "segments": [info.bytes_per_block for info in worker.segments], "pinned": region.pinned}
+
+    def handle(self, request: dict) -> dict:
+        op = request["op"]
+        if op in ("store", "load"):
+            return self.submit(request)
+        return getattr(self, op)(request)
+
+    def stop(self) -> None:
+        self.worker.shutdown()
+
+
+def rank_main() -> int:
+    rank = None
+    for line in sys.stdin:
+        request = json.loads(line)
+        try:
+            if request["op"] == "init":
+                rank = _Rank(request)
+                reply = {"ok": True}
+            elif request["op"] == "stop":
+                if rank is not None:
+                    rank.stop()
+                reply = {"ok": True}
+            else:
+                reply = rank.handle(request)
+        except Exception as error:  # noqa: BLE001 (the driver gets every failure as a reply)
+            reply = {"ok": False, "error": f"{type(error).__name__}: {error}"}
+        print(json.dumps(reply), flush=True)
+        if request["op"] == "stop":
+            return 0
+    return 1
+
+
+# ------------------------------------------------------------------------------------ the driver's side
+
+
+def _packed(value) -> str:
+    return base64.b64encode(pickle.dumps(value)).decode()
+
+
+class RankProcess:
+    """A rank's worker process, one JSON request and one JSON reply at a time."""
+
+    def __init__(self, engine: Engine, rank: int, device: str = "cpu"):
+        self.rank = rank
+        self.process = subprocess.Popen([sys.executable, os.path.abspath(__file__)], stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, text=True)
+        self.pid = self.process.pid
+        self.send({"op": "init", "engine": _packed(engine), "rank": rank, "device": device})
+        self._started = False
+
+    def started(self) -> RankProcess:
+        if not self._started:
+            self.reply(120)
+            self._started = True
+        return self
+
+    def send(self, request: dict) -> None:
+        self.process.stdin.write(json.dumps(request) + "\n")
+        self.process.stdin.flush()
+
+    def reply(self, timeout: float = 60) -> dict:
+        ready, _, _ = select.select([self.process.stdout], [], [], timeout)
+        line = self.process.stdout.readline() if ready else ""
+        if not line:
+            raise RuntimeError(f"rank {self.rank} (pid {self.pid}): no reply in {timeout} s "
+                               f"(exit status {self.process.poll()})")
+        reply = json.loads(line)
+        if not reply.get("ok"):
+            raise AssertionError(f"rank {self.rank}: {reply.get('error')}")
+        return reply
+
+    def request(self, request: dict, timeout: float = 60) -> dict:
+        self.send(request)
+        return self.reply(timeout)
+
+    def submit(self, op: str, job: int, src, dst) -> bool:
+        return self.request({"op": op, "job": job, "specs": _packed((src, dst))})["submitted"]
+
+    def finished(self, wait=()) -> list:
+        return self.request({"op": "finished", "wait": list(wait)})["results"]
+
+    def stop(self) -> int:
+        if self.process.poll() is None:
+            try:
+                self.request({"op": "stop"})
+            finally:
+                self.process.stdin.close()
+        return self.process.wait(30)
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            os.kill(self.pid, signal.SIGKILL)
+            self.process.wait(30)
+
+
+class Connector:
+    """The scheduler process's side: the spec's manager, the rank processes, and the bookkeeping of
+    vLLM's connector (job ids, request contexts, every rank's results before completing)."""
+
+    def __init__(self, engine: Engine, device: str = "cpu", ranks=None):
+        self.engine = engine
+        self.device = device
+        self.ranks = ranks if ranks is not None else [RankProcess(engine, r, device) for r in range(engine.tp * engine.pp)]
+        for rank in self.ranks:
+            rank.started()  # every rank registered its KV (vLLM makes them before its scheduler)
+        self.spec = engine.make_spec(0)
+        self.manager = self.spec.get_manager()
+        self.wait_attached()
+        self._next_job = 0
+
+    def wait_attached(self, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while not self.manager.ranks_attached():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the ranks did not attach in {timeout} s")
+            time.sleep(0.02)
+
+    def job_id(self) -> int:
+        self._next_job += 1
+        return self._next_job
+
+    def context(self, request_id: str):
+        return standin.ReqContext(req_id=request_id)
+
+    def transfer(self, op: str, job: int, src, dst, ranks=None) -> list:
+        """Submits on each of `ranks` (all by default) and collects its finished results for `job`."""
+        results = []
+        for rank in self.ranks if ranks is None else ranks:
+            assert rank.submit(op, job, src, dst), f"rank {rank.rank} refused {op} job {job}"
+            results.append(rank.finished(wait=[job]))
+        return results
+
+    def close(self) -> list:
+        codes = [rank.stop() for rank in self.ranks]
+        self.manager.shutdown()
+        return codes
+
+
+if __name__ == "__main__":
+    sys.exit(rank_main())
