@@ -25,8 +25,10 @@ import os
 import pickle
 import select
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 
@@ -370,6 +372,35 @@ class Connector:
         codes = [rank.stop() for rank in self.ranks]
         self.manager.shutdown()
         return codes
+
+
+class FakeDaemon:
+    """A stand-in hugepind for the tests: answers `status` (with an arena_prefix) on a Unix socket, one
+    line per connection, and records the requests."""
+
+    def __init__(self, path: str, prefix: str = ""):
+        self.path, self.prefix, self.requests = path, prefix, []
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.listener.bind(path)
+        self.listener.listen(8)
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self):
+        while True:
+            try:
+                connection, _ = self.listener.accept()
+            except OSError:
+                return
+            with connection:
+                line = connection.makefile().readline()
+                self.requests.append(json.loads(line))
+                reply = {"version": 1, "ok": True, "daemon": {"pid": os.getpid()},
+                         "settings": {"arena_prefix": self.prefix, "retention": "0"}}
+                connection.sendall(json.dumps(reply).encode() + b"\n")
+
+    def close(self):
+        self.listener.close()
 
 
 if __name__ == "__main__":
