@@ -1,7 +1,8 @@
 """`cmake --install` into a temporary prefix: the package lands in the interpreter's site directory
-for that prefix, loads the installed libhugepin (not the build tree's), and runs a store through
-it, and imports the vLLM plug-in (hugepin.vllm) from there. The site directory for the configured prefix is one the interpreter searches without
-PYTHONPATH (for /usr/local and Debian's python3: /usr/local/lib/python3.11/dist-packages)."""
+for that prefix, loads the installed libhugepin (not the build tree's), runs a store through it,
+and imports the vLLM plug-in (hugepin.vllm) from there. The site directory for the configured
+prefix is one the interpreter searches without PYTHONPATH (for /usr/local and Debian's python3:
+/usr/local/lib/python3.11/dist-packages)."""
 
 import os
 import site
