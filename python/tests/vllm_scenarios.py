@@ -34,6 +34,8 @@ from dataclasses import dataclass
 
 import torch
 
+import hugepin
+
 GENERATION = os.environ.get("HUGEPIN_VLLM_STANDIN", "current")
 standin = importlib.import_module(f"hugepin.vllm.standin.{GENERATION}")
 
@@ -372,6 +374,202 @@ class Connector:
         codes = [rank.stop() for rank in self.ranks]
         self.manager.shutdown()
         return codes
+
+
+# ------------------------------------------------------------------------------------ the connector's sequence
+
+SEQUENCE_BPC = 2      # GPU blocks per chunk
+SEQUENCE_CHUNKS = 6   # the host tier holds six chunks: the sequence fills it
+
+
+def sequence_engine(model: Model, tp: int, pp: int, arena: str, page_size: str = "4K") -> Engine:
+    """An engine whose arena holds SEQUENCE_CHUNKS chunks (the plan counts each rank's own payload)."""
+    payload = sum(model.rank_bytes_per_block(r // tp) for r in range(tp * pp))
+    return Engine(model=model, tp=tp, pp=pp, blocks_per_chunk=SEQUENCE_BPC,
+                  cpu_bytes=SEQUENCE_CHUNKS * SEQUENCE_BPC * payload + 1000, engine_id=f"engine-{arena}",
+                  extra=(("hugepin_arena", arena), ("hugepin_page_size", page_size)))
+
+
+def store_keys(connector: Connector, names, first_gpu_block: int, request: str = "r"):
+    """The connector's store of keys `names` (GPU blocks from first_gpu_block on, SEQUENCE_BPC per
+    key): every rank stamps its blocks, prepare_store, submit on every rank, collect, complete_store."""
+    bpc = SEQUENCE_BPC
+    keys = [key(n) for n in names]
+    for rank in connector.ranks:
+        rank.request({"op": "fill", "keys": [[n, first_gpu_block + bpc * i] for i, n in enumerate(names)]})
+    out = connector.manager.prepare_store(keys, connector.context(request))
+    assert out is not None and out.keys_to_store == keys
+    job = connector.job_id()
+    blocks = range(first_gpu_block, first_gpu_block + bpc * len(keys))
+    for results in connector.transfer("store", job, gpu_spec(blocks), out.store_spec):
+        assert [r[:2] for r in results] == [[job, True]]
+    connector.manager.complete_store(keys, connector.context(request))
+    return out
+
+
+def wait_until(condition, manager, seconds: float = 20) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition() and time.monotonic() < deadline:
+        manager.on_schedule_end(None)
+        time.sleep(0.01)
+
+
+def run_connector_sequence(connector: Connector) -> None:
+    """The order vLLM's connector calls a spec in, on a connector of sequence_engine() with at least
+    two ranks (GPU blocks 0..25 of each are used); raises AssertionError at the first step that does
+    not hold. The steps:
+
+    - a new request: its lookups miss;
+    - prepare_store: one job over three chunks; stored by the first rank alone, the blocks stay
+      pending (the quorum); every rank's get_finished gives the bytes it moved; the blocks become
+      readable only once vLLM's complete_store and every rank's report are in;
+    - a later request hits the prefix: prepare_load, submit_load of whole chunks, then from the
+      middle of a chunk (vLLM's block_indices);
+    - the cache filled; a load the last rank has not run yet, completed early by vLLM: its block is
+      evicted under pressure but its chunk is not reused (prepare_store answers None, and asking
+      again evicts nothing more) until that rank's copy landed, which still reads the block's data;
+    - rank 1 stopped, then killed, before it copies a store the others copy: the job fails naming
+      the rank, its block is dropped, nothing is offloaded or loaded while the rank is missing, its
+      chunk comes back once the process is gone; a replacement process attaches and offloading
+      resumes.
+    """
+    engine, manager, ranks = connector.engine, connector.manager, connector.ranks
+    bpc, model = SEQUENCE_BPC, engine.model
+    miss, hit, pending = standin.LookupResult.MISS, standin.LookupResult.HIT, standin.LookupResult.HIT_PENDING
+    rank_bytes = [model.rank_bytes_per_block(r // engine.tp) for r in range(len(ranks))]
+
+    # The arena: one chunk count for all ranks, each rank's region and segments its own.
+    described = [rank.request({"op": "describe"}) for rank in ranks]
+    assert [d["segments"] for d in described] == \
+        [[model.page_bytes()] * 2 * model.layers[r // engine.tp] for r in range(len(ranks))]
+    assert manager.num_blocks == SEQUENCE_CHUNKS
+    assert all(d["length"] >= SEQUENCE_CHUNKS * bpc * b for d, b in zip(described, rank_bytes))
+    # vLLM's CPU sizing counts every rank at the scheduler's (rank 0's) payload.
+    assert connector.spec.num_blocks == engine.cpu_bytes // (rank_bytes[0] * len(ranks) * bpc)
+
+    # A new request: nothing offloaded yet.
+    context = connector.context("a")
+    assert manager.on_new_request(context) == standin.RequestOffloadingContext()
+    names = ["a0", "a1", "a2"]
+    keys = [key(n) for n in names]
+    assert [manager.lookup(k, context) for k in keys] == [miss] * 3
+
+    # prepare_store: three chunks, one job; stored by the first rank alone, the blocks stay pending.
+    for rank in ranks:
+        rank.request({"op": "fill", "keys": [[n, bpc * i] for i, n in enumerate(names)]})
+    out = manager.prepare_store(keys, context)
+    assert out.keys_to_store == keys and out.evicted_keys == []
+    assert len(set(out.store_spec.block_ids.tolist())) == 3
+    job = connector.job_id()
+    src = gpu_spec(range(0, 3 * bpc))
+    [results] = connector.transfer("store", job, src, out.store_spec, ranks=ranks[:1])
+    assert [tuple(r[:3]) for r in results] == [(job, True, 3 * bpc * rank_bytes[0])] and results[0][3] >= 0
+    assert [manager.lookup(k, context) for k in keys] == [pending] * 3
+    assert manager.scheduler.figures().pinned_chunks == 3
+
+    # The other ranks: the quorum is reached, but readable only once vLLM completes the store.
+    results = connector.transfer("store", job, src, out.store_spec, ranks=ranks[1:])
+    assert [r[0][2] for r in results] == [3 * bpc * b for b in rank_bytes[1:]]
+    assert [manager.lookup(k, context) for k in keys] == [pending] * 3
+    manager.complete_store(keys, context)
+    assert [manager.lookup(k, context) for k in keys] == [hit] * 3
+    assert manager.scheduler.figures().pinned_chunks == 0
+    events = list(manager.take_events())
+    assert [(e.keys, e.removed, e.medium) for e in events] == [(keys, False, standin.Medium.CPU)]
+    chunks = {n: int(c) for n, c in zip(names, out.store_spec.block_ids)}
+    for rank in ranks:
+        rank.request({"op": "check_host", "keys": [[n, chunks[n]] for n in names]})
+
+    # A later request hits the prefix and loads it: whole chunks into GPU blocks 10.., then from the
+    # second block of a0 on (block_indices mid-chunk) into GPU blocks 20..22.
+    later = connector.context("b")
+    manager.on_new_request(later)
+    manager.touch(keys + [key("b3")], later)
+    assert [manager.lookup(k, later) for k in keys + [key("b3")]] == [hit, hit, hit, miss]
+    for rank in ranks:
+        rank.request({"op": "zero", "first": 10, "count": 16})
+    load = manager.prepare_load(keys, later)
+    assert load.block_ids.tolist() == out.store_spec.block_ids.tolist() and load.job != out.store_spec.job
+    job = connector.job_id()
+    for results in connector.transfer("load", job, load, gpu_spec(range(10, 16))):
+        assert [r[:2] for r in results] == [[job, True]]
+    partial = manager.prepare_load(keys[:2], later)
+    connector.transfer("load", connector.job_id(), partial, gpu_spec(range(20, 23), first_index=1))
+    manager.complete_load(keys, later)
+    manager.complete_load(keys[:2], later)
+    for rank in ranks:
+        rank.request({"op": "check_device", "blocks": [[n, 0, 10 + bpc * i, bpc] for i, n in enumerate(names)]})
+        rank.request({"op": "check_device", "blocks": [["a0", 1, 20, 1], ["a1", 0, 21, 2]]})
+
+    # The cache filled: three more keys; least recently used first: a2, a1, a0, c3, c4, c5.
+    store_keys(connector, ["c3", "c4", "c5"], first_gpu_block=0, request="c")
+    assert manager.free_chunks() == 0
+    assert [(e.keys, e.removed) for e in manager.take_events()] == [([key("c3"), key("c4"), key("c5")], False)]
+
+    # A load of a2 that the last rank has not run yet, completed early by vLLM: a2 is evictable, but
+    # its chunk is held until that rank reports.
+    held = manager.prepare_load([key("a2")], later)
+    job = connector.job_id()
+    connector.transfer("load", job, held, gpu_spec(range(24, 26)), ranks=ranks[:-1])
+    manager.complete_load([key("a2")], later)
+    d6 = key("d6")
+    for rank in ranks:
+        rank.request({"op": "fill", "keys": [["d6", 0]]})
+    assert manager.prepare_store([d6], connector.context("d")) is None  # a2 evicted, its chunk held
+    assert manager.lookup(key("a2"), later) == miss and manager.chunk_of(key("a2")) is None
+    assert [(e.keys, e.removed) for e in manager.take_events()] == [([key("a2")], True)]
+    assert manager.prepare_store([d6], connector.context("d")) is None  # and nothing more is evicted
+    assert manager.lookup(key("a1"), later) == hit
+    assert manager.scheduler.figures().pinned_chunks == 1
+
+    # The last rank runs its load now: the chunk was not reused, it still holds a2.
+    last = ranks[-1]
+    last.request({"op": "zero", "first": 24, "count": 2})
+    assert last.submit("load", job, held, gpu_spec(range(24, 26)))
+    last.finished(wait=[job])
+    last.request({"op": "check_device", "blocks": [["a2", 0, 24, 2]]})
+    out = manager.prepare_store([d6], connector.context("d"))
+    assert out.store_spec.block_ids.tolist() == [chunks["a2"]] and out.evicted_keys == []
+    connector.transfer("store", connector.job_id(), gpu_spec(range(0, bpc)), out.store_spec)
+    manager.complete_store([d6], connector.context("d"))
+    assert manager.lookup(d6, later) == hit
+    for rank in ranks:
+        rank.request({"op": "check_host", "keys": [["d6", chunks["a2"]]]})
+
+    # A rank killed mid-store: rank 1 is stopped, then killed, before it copies job e7; the others
+    # copy it.
+    e7 = key("e7")
+    for rank in ranks:
+        rank.request({"op": "fill", "keys": [["e7", 0]]})
+    out = manager.prepare_store([e7], connector.context("e"))
+    assert out.evicted_keys == [key("a1")]
+    job = connector.job_id()
+    connector.transfer("store", job, gpu_spec(range(0, bpc)), out.store_spec, ranks=ranks[:1])
+    victim = ranks[1]
+    os.kill(victim.pid, signal.SIGSTOP)
+    victim.send({"op": "store", "job": job, "specs": ""})
+    assert manager.lookup(e7, later) == pending
+    victim.kill()
+    connector.transfer("store", job, gpu_spec(range(0, bpc)), out.store_spec, ranks=ranks[2:])
+    wait_until(lambda: manager.failed_jobs, manager)
+    [failed] = manager.failed_jobs
+    assert (failed.job, failed.rank, failed.cause) == (out.store_spec.job, 1, hugepin.FailureCause.RANK_UNRESPONSIVE)
+    assert manager.lookup(e7, later) == miss and manager.chunk_of(e7) is None
+    assert manager.lookup(key("c3"), later) == miss  # nothing can be loaded without rank 1
+    assert manager.prepare_store([key("f8")], connector.context("f")) is None
+    wait_until(lambda: manager.free_chunks() > 0, manager)  # the process is gone, the others reported
+    assert manager.free_chunks() == 1
+
+    # A replacement process for rank 1 attaches; offloading resumes.
+    ranks[1] = RankProcess(engine, 1, connector.device).started()
+    connector.wait_attached()
+    assert manager.lookup(key("c3"), later) == hit
+    out = store_keys(connector, ["f8"], first_gpu_block=4, request="f")
+    assert manager.lookup(key("f8"), later) == hit
+    for rank in ranks:
+        rank.request({"op": "check_host", "keys": [["f8", int(out.store_spec.block_ids[0])],
+                                                   ["c3", manager.chunk_of(key("c3"))]]})
+        rank.request({"op": "check_device", "blocks": [["f8", 0, 4, bpc]]})
 
 
 class FakeDaemon:
