@@ -11,6 +11,7 @@ import shutil
 import socket
 import tempfile
 import threading
+import time
 
 os.environ["HUGEPIN_VLLM_STANDIN"] = "current"
 
@@ -207,6 +208,27 @@ def test_gpu_blocks_pair_with_the_chunks_blocks_in_order():
             "7 GPU blocks from block 2 of 2 chunk(s) of 4")
     two_groups = standin.GPULoadStoreSpec([1, 2], group_sizes=(1, 1), block_indices=(0, 0))
     refused(hugepin.InvalidArgumentError, lambda: copier._pairs(two_groups, host, True), "2 KV cache groups")
+    parts = gpu_spec([1, 2])
+    parts.block_offsets = [0, 1]
+    refused(hugepin.InvalidArgumentError, lambda: copier._pairs(parts, host, True), "block_offsets")
+
+
+def test_a_rank_shut_down_before_the_arena_exists_stops_waiting(folder):
+    engine = Engine(model=SMALL, tp=1, pp=1, blocks_per_chunk=2, cpu_bytes=1 << 20, engine_id=f"early-{os.getpid()}",
+                    extra=(("hugepin_rendezvous_dir", folder),))
+    spec = engine.make_spec(0)
+    tensor = torch.zeros((SMALL.num_blocks, 512), dtype=torch.int8)
+    caches = standin.CanonicalKVCaches(tensors=[standin.CanonicalKVCacheTensor(tensor, 512)],
+                                       group_data_refs=[[standin.CanonicalKVCacheRef(0, 512)]])
+    worker = spec.get_worker(caches)
+    assert worker.copier.worker is None and worker.get_finished() == []
+    published = os.path.join(folder, f"hugepin-vllm.{spec.arena}", "rank-0.json")
+    assert os.path.exists(published)
+    start = time.monotonic()
+    worker.shutdown()  # the scheduler process never came: the wait for the arena ends now
+    assert time.monotonic() - start < 5
+    assert not os.path.exists(published)
+    refused(hugepin.InvalidArgumentError, lambda: worker.copier.wait_attached(0), "shut down before arena")
 
 
 def test_the_host_spec_travels_pickled():

@@ -23,7 +23,6 @@ import importlib
 import json
 import os
 import pickle
-import select
 import signal
 import socket
 import subprocess
@@ -35,6 +34,7 @@ from dataclasses import dataclass
 import torch
 
 import hugepin
+from hugepin.demo import WorkerProcess
 
 GENERATION = os.environ.get("HUGEPIN_VLLM_STANDIN", "current")
 standin = importlib.import_module(f"hugepin.vllm.standin.{GENERATION}")
@@ -143,11 +143,12 @@ def stamp(rank: int, name: str, segment: int, blocks: int, block_bytes: int):
 # ------------------------------------------------------------------------------------ a rank's process
 
 
-class _Rank:
-    """A worker process's state: its spec, KV tensors, canonical views and vLLM-side worker."""
+class Rank:
+    """A worker process's state: its spec, KV tensors, canonical views and vLLM-side worker; each
+    request {"op": name, ...} runs the method of that name (python/bench/vllm_offload.py adds some)."""
 
     def __init__(self, request: dict):
-        engine = pickle.loads(base64.b64decode(request["engine"]))
+        engine = unpacked(request["engine"])
         self.rank = request["rank"]
         self.device = torch.device(request.get("device", "cpu"))
         if self.device.type == "cuda":
@@ -191,7 +192,7 @@ class _Rank:
         return {"ok": True}
 
     def submit(self, request: dict) -> dict:
-        src, dst = pickle.loads(base64.b64decode(request["specs"]))
+        src, dst = unpacked(request["specs"])
         job = request["job"]
         if GENERATION == "handlers":
             submitted = self.worker.transfer_async(job, (src, dst))
@@ -248,13 +249,16 @@ class _Rank:
         self.worker.shutdown()
 
 
-def rank_main() -> int:
+def rank_main(rank_class=None) -> int:
+    """A rank's process: the first request (init) makes a `rank_class` (Rank by default); then one
+    JSON reply per request line."""
+    rank_class = rank_class or Rank
     rank = None
     for line in sys.stdin:
         request = json.loads(line)
         try:
             if request["op"] == "init":
-                rank = _Rank(request)
+                rank = rank_class(request)
                 reply = {"ok": True}
             elif request["op"] == "stop":
                 if rank is not None:
@@ -273,74 +277,44 @@ def rank_main() -> int:
 # ------------------------------------------------------------------------------------ the driver's side
 
 
-def _packed(value) -> str:
+def packed(value) -> str:
+    """`value` pickled for a JSON request, as vLLM pickles its metadata for the workers."""
     return base64.b64encode(pickle.dumps(value)).decode()
 
 
-class RankProcess:
-    """A rank's worker process, one JSON request and one JSON reply at a time."""
+def unpacked(text: str):
+    return pickle.loads(base64.b64decode(text))
 
-    def __init__(self, engine: Engine, rank: int, device: str = "cpu"):
+
+class RankProcess(WorkerProcess):
+    """A rank's worker process, one JSON request and one JSON reply at a time (hugepin.demo's
+    WorkerProcess: send, reply, request, stop, kill; a refusal raises RuntimeError)."""
+
+    def __init__(self, engine: Engine, rank: int, device: str = "cpu", command=None):
+        """`command`: the rank process's arguments after the interpreter (default: this file, whose
+        rank_main serves Rank's requests)."""
         self.rank = rank
-        self.process = subprocess.Popen([sys.executable, os.path.abspath(__file__)], stdin=subprocess.PIPE,
-                                        stdout=subprocess.PIPE, text=True)
+        self.process = subprocess.Popen([sys.executable, *(command or [os.path.abspath(__file__)])],
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         self.pid = self.process.pid
-        self.send({"op": "init", "engine": _packed(engine), "rank": rank, "device": device})
-        self._started = False
-
-    def started(self) -> RankProcess:
-        if not self._started:
-            self.reply(120)
-            self._started = True
-        return self
-
-    def send(self, request: dict) -> None:
-        self.process.stdin.write(json.dumps(request) + "\n")
-        self.process.stdin.flush()
-
-    def reply(self, timeout: float = 60) -> dict:
-        ready, _, _ = select.select([self.process.stdout], [], [], timeout)
-        line = self.process.stdout.readline() if ready else ""
-        if not line:
-            raise RuntimeError(f"rank {self.rank} (pid {self.pid}): no reply in {timeout} s "
-                               f"(exit status {self.process.poll()})")
-        reply = json.loads(line)
-        if not reply.get("ok"):
-            raise AssertionError(f"rank {self.rank}: {reply.get('error')}")
-        return reply
-
-    def request(self, request: dict, timeout: float = 60) -> dict:
-        self.send(request)
-        return self.reply(timeout)
+        self.label = f"rank {rank} (pid {self.pid})"
+        self.info = None  # the init reply: started() waits for it
+        self.send({"op": "init", "engine": packed(engine), "rank": rank, "device": device})
 
     def submit(self, op: str, job: int, src, dst) -> bool:
-        return self.request({"op": op, "job": job, "specs": _packed((src, dst))})["submitted"]
+        return self.request({"op": op, "job": job, "specs": packed((src, dst))})["submitted"]
 
     def finished(self, wait=()) -> list:
         return self.request({"op": "finished", "wait": list(wait)})["results"]
-
-    def stop(self) -> int:
-        if self.process.poll() is None:
-            try:
-                self.request({"op": "stop"})
-            finally:
-                self.process.stdin.close()
-        return self.process.wait(30)
-
-    def kill(self) -> None:
-        if self.process.poll() is None:
-            os.kill(self.pid, signal.SIGKILL)
-            self.process.wait(30)
 
 
 class Connector:
     """The scheduler process's side: the spec's manager, the rank processes, and the bookkeeping of
     vLLM's connector (job ids, request contexts, every rank's results before completing)."""
 
-    def __init__(self, engine: Engine, device: str = "cpu", ranks=None):
-        self.engine = engine
-        self.device = device
-        self.ranks = ranks if ranks is not None else [RankProcess(engine, r, device) for r in range(engine.tp * engine.pp)]
+    def __init__(self, engine: Engine, device: str = "cpu", command=None):
+        self.engine, self.device, self.command = engine, device, command
+        self.ranks = [RankProcess(engine, r, device, command) for r in range(engine.tp * engine.pp)]
         for rank in self.ranks:
             rank.started()  # every rank registered its KV (vLLM makes them before its scheduler)
         self.spec = engine.make_spec(0)
@@ -382,12 +356,13 @@ SEQUENCE_BPC = 2      # GPU blocks per chunk
 SEQUENCE_CHUNKS = 6   # the host tier holds six chunks: the sequence fills it
 
 
-def sequence_engine(model: Model, tp: int, pp: int, arena: str, page_size: str = "4K") -> Engine:
-    """An engine whose arena holds SEQUENCE_CHUNKS chunks (the plan counts each rank's own payload)."""
+def sequence_engine(model: Model, tp: int, pp: int, arena: str, page_size: str | None = "4K") -> Engine:
+    """An engine whose arena holds SEQUENCE_CHUNKS chunks (the plan counts each rank's own payload);
+    page_size None: the best the hugepage pool serves."""
     payload = sum(model.rank_bytes_per_block(r // tp) for r in range(tp * pp))
+    extra = (("hugepin_arena", arena),) + ((("hugepin_page_size", page_size),) if page_size else ())
     return Engine(model=model, tp=tp, pp=pp, blocks_per_chunk=SEQUENCE_BPC,
-                  cpu_bytes=SEQUENCE_CHUNKS * SEQUENCE_BPC * payload + 1000, engine_id=f"engine-{arena}",
-                  extra=(("hugepin_arena", arena), ("hugepin_page_size", page_size)))
+                  cpu_bytes=SEQUENCE_CHUNKS * SEQUENCE_BPC * payload + 1000, engine_id=f"engine-{arena}", extra=extra)
 
 
 def store_keys(connector: Connector, names, first_gpu_block: int, request: str = "r"):
@@ -561,7 +536,7 @@ def run_connector_sequence(connector: Connector) -> None:
     assert manager.free_chunks() == 1
 
     # A replacement process for rank 1 attaches; offloading resumes.
-    ranks[1] = RankProcess(engine, 1, connector.device).started()
+    ranks[1] = RankProcess(engine, 1, connector.device, connector.command).started()
     connector.wait_attached()
     assert manager.lookup(key("c3"), later) == hit
     out = store_keys(connector, ["f8"], first_gpu_block=4, request="f")

@@ -75,7 +75,7 @@ class HugepinOffloadingSpec(interface.OffloadingSpec):
         the rank attaches the arena in the background once the scheduler process made it."""
         return HugepinOffloadingWorker(self._rank_copier(kv_caches))
 
-    def get_handlers(self, kv_caches, *_):
+    def get_handlers(self, kv_caches):
         """This rank's two OffloadingHandlers (the earlier vLLM generation): GPU -> host, host -> GPU."""
         copier = self._rank_copier(kv_caches)
         yield interface.GPULoadStoreSpec, HugepinLoadStoreSpec, HugepinOffloadingHandler(copier, hugepin.STORE)

@@ -108,6 +108,7 @@ class RankCopier:
         self._worker: hugepin.Worker | None = None
         self._error: Exception | None = None
         self._ready = threading.Event()
+        self._stopping = threading.Event()
         self._streams = {}
         self._launched = {}       # hugepin job -> (vLLM job id, kind)
         self._vllm_jobs = {}      # vLLM job id -> hugepin job, until get_finished returned it
@@ -138,7 +139,8 @@ class RankCopier:
             self._worker = worker
         except Exception as error:  # noqa: BLE001 (kept: every submit reports it)
             self._error = error
-            logger.error("hugepin.vllm rank %d: cannot attach arena '%s': %s", self.rank, self.arena, error)
+            if not self._stopping.is_set():
+                logger.error("hugepin.vllm rank %d: cannot attach arena '%s': %s", self.rank, self.arena, error)
         finally:
             self._ready.set()
 
@@ -152,7 +154,8 @@ class RankCopier:
             if time.monotonic() >= deadline:
                 raise TimedOutError(f"no scheduler process published arena '{self.arena}' in "
                                     f"{self._options.rendezvous_timeout:g} s ({self._rendezvous.path})")
-            time.sleep(0.02)
+            if self._stopping.wait(0.02):
+                raise InvalidArgumentError(f"rank {self.rank} was shut down before arena '{self.arena}' was published")
 
     def wait_attached(self, timeout: float | None = None) -> hugepin.Worker:
         """The rank's hugepin.Worker once attached; the attach failure, or TimedOutError."""
@@ -208,6 +211,9 @@ class RankCopier:
         if group_sizes is not None and sum(1 for size in group_sizes if size) > 1:
             raise InvalidArgumentError(f"GPU blocks of {len(group_sizes)} KV cache groups ({list(group_sizes)}): "
                                        "hugepin.vllm offloads models of one group")
+        if getattr(gpu_spec, "block_offsets", None) is not None:
+            raise InvalidArgumentError("GPU blocks given in parts (block_offsets: vLLM's hybrid chunking): "
+                                       "hugepin.vllm copies whole blocks")
         indices = getattr(gpu_spec, "block_indices", None)
         skip = int(indices[0]) % self.blocks_per_chunk if indices else 0
         chunks = np.asarray(host_spec.block_ids, dtype=np.int64).reshape(-1)
@@ -271,8 +277,9 @@ class RankCopier:
         return interface.TransferResult(**values)
 
     def shutdown(self) -> None:
-        """Waits for the copies in flight and detaches the rank."""
-        self._ready.wait(self._options.rendezvous_timeout)
+        """Waits for the copies in flight and detaches the rank (or stops its wait for the arena)."""
+        self._stopping.set()
+        self._thread.join()
         worker, self._worker = self._worker, None
         if worker is not None:
             worker.detach()

@@ -15,27 +15,18 @@ import importlib
 from abc import ABC, abstractmethod
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NewType
+from typing import Any
 
 import numpy as np
+
+# What both generations define alike (keys, the store decision, the canonical KV tensors).
+from hugepin.vllm.standin.current import (CanonicalKVCaches, CanonicalKVCacheTensor, OffloadKey,  # noqa: F401
+                                          PrepareStoreOutput, get_offload_block_hash, get_offload_group_idx,
+                                          make_offload_key)
 
 GENERATION = "handlers"
 FOLLOWS = ("vllm/v1/kv_offload/base.py@14d6506e258a4e59702f2690c05de70cbcec87f1, "
            "vllm/v1/kv_offload/worker/worker.py@06bb4a63a14b5b1f34ad9455e8e4aa017ee6e0f3")
-
-OffloadKey = NewType("OffloadKey", bytes)
-
-
-def make_offload_key(block_hash: bytes, group_idx: int) -> OffloadKey:
-    return OffloadKey(block_hash + group_idx.to_bytes(4, "big", signed=False))
-
-
-def get_offload_block_hash(key: OffloadKey) -> bytes:
-    return key[:-4]
-
-
-def get_offload_group_idx(key: OffloadKey) -> int:
-    return int.from_bytes(key[-4:], "big", signed=False)
 
 
 @dataclass
@@ -51,13 +42,6 @@ class LoadStoreSpec(ABC):
     @abstractmethod
     def medium() -> str:
         """The medium, as the connector routes transfers by it ("GPU", "CPU", ...)."""
-
-
-@dataclass
-class PrepareStoreOutput:
-    keys_to_store: list[OffloadKey]
-    store_spec: LoadStoreSpec
-    evicted_keys: list[OffloadKey]
 
 
 @dataclass
@@ -123,21 +107,9 @@ class GPULoadStoreSpec(BlockIDsLoadStoreSpec):
 
 
 @dataclass
-class CanonicalKVCacheTensor:
-    tensor: Any  # torch.Tensor of shape (num_blocks, ...)
-    page_size_bytes: int
-
-
-@dataclass
 class CanonicalKVCacheRef:
     tensor_idx: int
     page_size_bytes: int
-
-
-@dataclass
-class CanonicalKVCaches:
-    tensors: list[CanonicalKVCacheTensor]
-    group_data_refs: list[list[CanonicalKVCacheRef]]
 
 
 # ------------------------------------------------------------------------------------ worker/worker.py
