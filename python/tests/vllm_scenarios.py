@@ -403,6 +403,7 @@ def run_connector_sequence(connector: Connector) -> None:
     - the cache filled; a load the last rank has not run yet, completed early by vLLM: its block is
       evicted under pressure but its chunk is not reused (prepare_store answers None, and asking
       again evicts nothing more) until that rank's copy landed, which still reads the block's data;
+      a store vLLM completes before the last rank copied it stays pending until that rank reports;
     - rank 1 stopped, then killed, before it copies a store the others copy: the job fails naming
       the rank, its block is dropped, nothing is offloaded or loaded while the rank is missing, its
       chunk comes back once the process is gone; a replacement process attaches and offloading
@@ -505,8 +506,12 @@ def run_connector_sequence(connector: Connector) -> None:
     last.request({"op": "check_device", "blocks": [["a2", 0, 24, 2]]})
     out = manager.prepare_store([d6], connector.context("d"))
     assert out.store_spec.block_ids.tolist() == [chunks["a2"]] and out.evicted_keys == []
-    connector.transfer("store", connector.job_id(), gpu_spec(range(0, bpc)), out.store_spec)
+    # vLLM completes the store before the last rank's copy: readable only once that rank reported.
+    job = connector.job_id()
+    connector.transfer("store", job, gpu_spec(range(0, bpc)), out.store_spec, ranks=ranks[:-1])
     manager.complete_store([d6], connector.context("d"))
+    assert manager.lookup(d6, later) == pending
+    connector.transfer("store", job, gpu_spec(range(0, bpc)), out.store_spec, ranks=ranks[-1:])
     assert manager.lookup(d6, later) == hit
     for rank in ranks:
         rank.request({"op": "check_host", "keys": [["d6", chunks["a2"]]]})
