@@ -11,8 +11,9 @@ stand-in (hugepin.vllm.standin), one generation or the other.
                  Medium where the generation has them, else None.
 
 HUGEPIN_VLLM_STANDIN=current|handlers chooses the stand-in even where vLLM is installed. A vLLM whose
-offloading interface is neither generation (the earliest, whose get_handlers took per-layer tensors
-and attention backends) is refused at import with an ImportError naming its version.
+offloading interface is neither generation (earlier layouts without vllm/v1/kv_offload/base.py, or a
+get_handlers of per-layer tensors and attention backends) is refused at import with an ImportError
+naming its version.
 """
 
 from __future__ import annotations
