@@ -1,6 +1,7 @@
 """hugepin.vllm's parts in one process: the configuration keys (each bad one refused by name), arena
-names from engine ids, the layout read from either constructor, the rendezvous folder refusing
-planted files, the hugepind status question, block pairs from vLLM's specs, and the manager over a
+names from engine ids, the layout read from either constructor, an installed vllm package used and
+its generation found (fake packages), the rendezvous folder refusing planted files, the hugepind
+status question, block pairs from vLLM's specs, a rank shut down early, and the manager over a
 one-rank arena whose worker lives in this process (vLLM's LRU order, touch, eviction, a store that
 fails at one rank, errors naming the key)."""
 
@@ -9,6 +10,8 @@ import os
 import pickle
 import shutil
 import socket
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -110,6 +113,35 @@ def standin_handlers():
     import importlib
 
     return importlib.import_module("hugepin.vllm.standin.handlers")
+
+
+FAKE_VLLM = {  # a vllm package's offloading modules per generation, made of the stand-in's classes
+    "current": {"vllm/v1/kv_offload/base.py": "from hugepin.vllm.standin.current import *\n"},
+    "handlers": {"vllm/v1/kv_offload/base.py": "from hugepin.vllm.standin.handlers import *\n",
+                 "vllm/v1/kv_offload/worker/worker.py":
+                     "from hugepin.vllm.standin.handlers import OffloadingHandler, TransferResult\n"},
+    "earliest": {"vllm/v1/kv_offload/abstract.py": "\n"},
+}
+
+
+@pytest.mark.parametrize("generation", sorted(FAKE_VLLM))
+def test_an_installed_vllm_is_used_and_its_generation_found(generation, folder):
+    for path, text in FAKE_VLLM[generation].items():
+        os.makedirs(os.path.join(folder, os.path.dirname(path)), exist_ok=True)
+        with open(os.path.join(folder, path), "w") as module:
+            module.write(text)
+    with open(os.path.join(folder, "vllm", "__init__.py"), "w") as package:
+        package.write("__version__ = '0.0.0-fake'\n")
+    environment = {k: v for k, v in os.environ.items() if k != "HUGEPIN_VLLM_STANDIN"}
+    environment["PYTHONPATH"] = os.pathsep.join([folder, os.environ["PYTHONPATH"]])
+    code = "import hugepin.vllm as v, hugepin.vllm.interface as i; print(v.GENERATION, i.SOURCE.split(' (')[0])"
+    done = subprocess.run([sys.executable, "-c", code], env=environment, capture_output=True, text=True, timeout=60)
+    if generation == "earliest":
+        assert done.returncode != 0
+        assert "vLLM 0.0.0-fake has no vllm.v1.kv_offload.base" in done.stderr
+    else:
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.split() == [generation, "vllm", "0.0.0-fake"]  # vLLM's modules, not the stand-in
 
 
 # ------------------------------------------------------------------------------------ rendezvous and hugepind
