@@ -33,3 +33,4 @@ def test_the_connectors_sequence_at_tp2_pp2(arena):
         pass
     else:
         raise AssertionError("the manager's shutdown left the arena")
+    assert not os.path.exists(f"/dev/shm/hugepin-vllm.{arena}")  # nor the rendezvous folder

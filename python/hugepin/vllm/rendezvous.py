@@ -2,6 +2,8 @@
 
   rank-<r>.json   what rank r's worker process found of its KV (its planner entry) and its pid,
                   written by the worker in get_worker; the scheduler process plans from them.
+  arena.json      the arena's name, the scheduler process's pid and the plan's fingerprint,
+                  written once the arena exists: the ranks attach when they see it.
   index.json      the manager's stored blocks (key -> chunk) when the arena is kept for the next
                   engine (hugepin_daemon_socket), written at shutdown and read when adopting.
 
@@ -113,7 +115,7 @@ class Rendezvous:
     def remove_all(self) -> None:
         """Removes the folder and what the plug-in wrote in it."""
         for name in os.listdir(self.path):
-            if name.startswith("rank-") or name == "index.json" or name.endswith(".tmp"):
+            if name.startswith("rank-") or name in ("arena.json", "index.json") or name.endswith(".tmp"):
                 self.remove(name)
         try:
             os.rmdir(self.path)
