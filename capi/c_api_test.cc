@@ -160,6 +160,52 @@ TEST_CASE("workers: null handles, unknown arenas, ranks and pairs out of range")
   CHECK(hugepin_worker_detach(worker) == 0);
 }
 
+TEST_CASE("workers: a job posted done without a copy settles at the scheduler, completed or failed") {
+  Arena arena("post-done");
+  hugepin_worker* workers[2] = {nullptr, nullptr};
+  REQUIRE(hugepin_worker_attach(arena.name.c_str(), 0, 0, nullptr, &workers[0]) == 0);
+  REQUIRE(hugepin_worker_attach(arena.name.c_str(), 1, 0, nullptr, &workers[1]) == 0);
+  REQUIRE(hugepin_scheduler_drain(arena.scheduler, 0, nullptr) == 0);
+  const hugepin_chunk_id two[] = {1, 2};
+  const hugepin_chunk_id three = 3;
+  hugepin_job_id completes = 0;
+  hugepin_job_id fails = 0;
+  REQUIRE(hugepin_scheduler_dispatch(arena.scheduler, HUGEPIN_STORE, two, 2, &completes) == 0);
+  REQUIRE(hugepin_scheduler_dispatch(arena.scheduler, HUGEPIN_STORE, &three, 1, &fails) == 0);
+
+  CHECK(hugepin_worker_post_done(workers[0], 0, 0) == -EINVAL);
+  CHECK(says("job id 0"));
+  CHECK(hugepin_worker_post_done(workers[0], completes, -5) == -EINVAL);
+  CHECK(says("error = -5"));
+  CHECK(hugepin_worker_post_done(nullptr, completes, 0) == -EINVAL);
+  size_t count = 0;
+  REQUIRE(hugepin_scheduler_drain(arena.scheduler, 0, &count) == 0);
+  CHECK(count == 0);  // the refusals posted nothing
+
+  REQUIRE(hugepin_worker_post_done(workers[0], completes, 0) == 0);
+  REQUIRE(hugepin_worker_post_done(workers[1], completes, 0) == 0);
+  REQUIRE(hugepin_worker_post_done(workers[0], fails, 0) == 0);
+  REQUIRE(hugepin_worker_post_done(workers[1], fails, EIO) == 0);
+  REQUIRE(hugepin_scheduler_drain(arena.scheduler, 0, &count) == 0);
+  CHECK(count == 4);
+  hugepin_job_id done[4];
+  REQUIRE(hugepin_scheduler_completed(arena.scheduler, done, 4, &count) == 0);
+  REQUIRE(count == 1);
+  CHECK(done[0] == completes);
+  hugepin_failed_job failed[4];
+  REQUIRE(hugepin_scheduler_failed(arena.scheduler, failed, 4, &count) == 0);
+  REQUIRE(count == 1);
+  CHECK(failed[0].job == fails);
+  CHECK(failed[0].rank == 1);
+  CHECK(failed[0].cause == 0);
+  CHECK(failed[0].error == EIO);
+  hugepin_scheduler_figures figures;
+  REQUIRE(hugepin_scheduler_get_figures(arena.scheduler, &figures) == 0);
+  CHECK(figures.pinned_chunks == 0);  // both ranks settled both jobs: no copy holds a chunk
+  CHECK(hugepin_worker_detach(workers[0]) == 0);
+  CHECK(hugepin_worker_detach(workers[1]) == 0);
+}
+
 TEST_CASE("schedulers: chunks out of range, empty jobs, bad kinds and retired chunks change nothing") {
   Arena arena("scheduler");
   hugepin_scheduler* s = arena.scheduler;

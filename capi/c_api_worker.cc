@@ -127,6 +127,16 @@ int hugepin_worker_load(hugepin_worker* worker, hugepin_job_id job, const hugepi
   });
 }
 
+int hugepin_worker_post_done(hugepin_worker* worker, hugepin_job_id job, int error) {
+  return guarded([&] {
+    hugepin::WorkerSession& session = session_of(worker);
+    if (job == 0) throw hugepin::Error("job id 0: job ids start at 1", EINVAL);
+    if (error < 0) throw hugepin::Error(hugepin::cat("error = ", error, ": give 0 or a positive errno"), EINVAL);
+    session.post_job_done(job, error);
+    return 0;
+  });
+}
+
 int hugepin_worker_release(hugepin_worker* worker, hugepin_epoch epoch, void* stream) {
   return guarded([&] {
     session_of(worker).release(epoch, stream);

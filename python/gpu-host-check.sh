@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The Python package on a GPU host (one CUDA device, run as root): the GPU test (TP=2 worker
 # processes, CUDA tensors, the GPU backend), the TP 2 x PP 2 demo on the GPU, the per-call overhead
-# of store/load against the C call (host memcpy and GPU), and the pinned-KV table (seconds until
-# N GiB of pinned host KV is usable from torch, bytes taken per byte asked, four ways).
+# of store/load against the C call (host memcpy and GPU), the pinned-KV table (seconds until
+# N GiB of pinned host KV is usable from torch, bytes taken per byte asked, four ways), and the vLLM
+# plug-in (hugepin.vllm: the connector's sequence with a real model's KV shape at TP 2 on the GPU,
+# and its stores and loads beside vLLM's cudaMemcpyBatchAsync over pinned torch memory).
 #
 # Usage: python/gpu-host-check.sh PREFIX OUT_DIR
 #   PREFIX   a folder holding libhugepin.so.0 built with CUDA and the hugepin package beside it, at
@@ -11,11 +13,13 @@
 #            is the one loaded (HUGEPIN_LIBRARY), the header is this tree's include/
 #   OUT_DIR  where each step's output goes (one file per step)
 # Environment: PYTHON (default python3: the venv's, with torch and numpy), STEPS (default
-# "preflight tests demo overhead pinned"), SIZES (GiB for the pinned-KV table, default 16,64),
-# CALLS (calls per column of the overhead table, default 2000).
+# "preflight tests demo overhead pinned vllm"), SIZES (GiB for the pinned-KV table, default 16,64),
+# CALLS (calls per column of the overhead table, default 2000), VLLM_BLOCKS and VLLM_REPS (GPU
+# blocks per rank per job, default 256, and jobs per row, default 7, of the vLLM plug-in's table).
 #
 # Each step prints "== <command>", then its output, and has a time limit; a failed step says so
-# and the next one runs. Exit status 0 when every step passed. About 5 minutes on the H200 host.
+# and the next one runs. Exit status 0 when every step passed. About 5 minutes on the H200 host, plus
+# about 2 for the vllm step (not measured there yet: no machine was lent when it was written).
 set -u
 if [ $# -ne 2 ]; then
   echo "usage: $0 PREFIX OUT_DIR" >&2
@@ -27,9 +31,11 @@ out=$2
 mkdir -p "$out" || exit 2
 out=$(cd "$out" && pwd)
 python=${PYTHON:-python3}
-steps=${STEPS:-preflight tests demo overhead pinned}
+steps=${STEPS:-preflight tests demo overhead pinned vllm}
 sizes=${SIZES:-16,64}
 calls=${CALLS:-2000}
+vllm_blocks=${VLLM_BLOCKS:-256}
+vllm_reps=${VLLM_REPS:-7}
 work=$(mktemp -d /tmp/hugepin-gpu-check-XXXXXX)
 trap 'rm -rf "$work"' EXIT
 
@@ -108,6 +114,10 @@ fi
 
 if wants pinned; then
   run pinned-kv 540 "$python" "$here/bench/pinned_kv.py" --sizes "$sizes"
+fi
+
+if wants vllm; then
+  run vllm 480 "$python" "$here/tests/vllm_gpu_check.py" --blocks "$vllm_blocks" --reps "$vllm_reps"
 fi
 
 echo

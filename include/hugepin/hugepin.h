@@ -248,6 +248,13 @@ HUGEPIN_API int hugepin_worker_store(hugepin_worker* worker, hugepin_job_id job,
                                      size_t count, void* stream);
 HUGEPIN_API int hugepin_worker_load(hugepin_worker* worker, hugepin_job_id job, const hugepin_block_pair* pairs,
                                     size_t count, void* stream);
+/* Posts job `job`'s report without copying anything: copy-complete when `error` is 0, else
+ * copy-failed with `error` (a positive errno). For a job this rank will not launch (the engine
+ * refused its request, or moved the bytes by other means), so that the job settles at the
+ * scheduler (completes, or fails naming this rank) instead of holding its chunks forever. A job
+ * launched here reports by itself: posting for it too is a second report, which the scheduler
+ * rejects and counts. -EINVAL for job 0 or a negative `error`. */
+HUGEPIN_API int hugepin_worker_post_done(hugepin_worker* worker, hugepin_job_id job, int error);
 
 /* Reports that this rank's GPU work up to `epoch` is done, once every copy launched before this
  * call has landed and, when `stream` is not NULL, once `stream` reaches the point of this call.

@@ -121,6 +121,7 @@ PROTOTYPES = {
     "hugepin_worker_set_device_kv": (c_int, [_handle, _P(DeviceSegment), c_size_t, c_int]),
     "hugepin_worker_store": (c_int, [_handle, c_uint64, c_void_p, c_size_t, c_void_p]),
     "hugepin_worker_load": (c_int, [_handle, c_uint64, c_void_p, c_size_t, c_void_p]),
+    "hugepin_worker_post_done": (c_int, [_handle, c_uint64, c_int]),
     "hugepin_worker_release": (c_int, [_handle, c_uint64, c_void_p]),
     "hugepin_worker_heartbeat": (c_int, [_handle]),
     "hugepin_worker_finished": (c_int, [_handle, _P(JobResult), c_size_t, _P(c_size_t)]),

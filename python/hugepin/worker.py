@@ -243,6 +243,17 @@ class Worker:
                 raise OutOfRangeError(f"{negative}: block indices are never negative") from None
         raise error
 
+    def post_done(self, job: int, error: int = 0) -> None:
+        """Posts job `job`'s report without copying: copy-complete when `error` is 0, else copy-failed
+        with `error` (a positive errno, e.g. errno.EIO). For a job this rank will not launch (its
+        request was refused, or the bytes moved by other means), so that the job settles at the
+        scheduler instead of holding its chunks. A job launched here reports by itself; posting for
+        it too is a second report, which the scheduler rejects. InvalidArgumentError for job 0 or a
+        negative error."""
+        if type(error) is not int or error < 0:
+            raise InvalidArgumentError(f"error = {error!r}: give 0 or a positive errno")
+        self._check(_abi.lib.hugepin_worker_post_done(self._handle, _args.job_id(job), error))
+
     def release(self, epoch: int, stream=None) -> None:
         """Reports that this rank's GPU work up to `epoch` is done, once every copy launched before
         this call has landed and, with `stream`, once the stream reaches this point. Epochs increase."""

@@ -2,6 +2,7 @@
 tensors, a store and a load through the host backend, and the GIL released while the library waits.
 The offload across worker processes is test_offload_tp2.py."""
 
+import errno
 import json
 import os
 import select
@@ -132,6 +133,33 @@ def test_store_and_load_through_the_host_backend_with_numpy_and_torch_pairs(aren
         assert scheduler.reusable() == [3]
         figures = scheduler.figures()
         assert (figures.jobs_completed, figures.jobs_failed, figures.reports_rejected) == (2, 0, 0)
+
+
+def test_a_job_posted_done_without_a_copy_settles_completed_or_failed(arena):
+    with hugepin.Scheduler.create(arena, hugepin.Plan.from_dict(tp2_plan_input())) as scheduler, \
+            hugepin.Worker(arena, 0) as w0, hugepin.Worker(arena, 1) as w1:
+        scheduler.poll(0)
+        completes = scheduler.dispatch(hugepin.STORE, [1, 2])
+        fails = scheduler.dispatch(hugepin.STORE, [3])
+        for bad, fragment in ((lambda: w0.post_done(0), "job = 0"), (lambda: w0.post_done(completes, -5), "error = -5"),
+                              (lambda: w0.post_done(completes, 1.5), "error = 1.5")):
+            try:
+                bad()
+            except hugepin.Error as error:
+                assert fragment in str(error)
+            else:
+                raise AssertionError(f"no error naming {fragment!r}")
+        assert scheduler.poll(0).reports == 0  # the refusals posted nothing
+        for worker in (w0, w1):
+            worker.post_done(completes)
+        w0.post_done(fails)
+        w1.post_done(fails, errno.EIO)
+        progress = scheduler.poll(0)
+        assert progress.completed == [completes]
+        assert [(f.job, f.rank, f.cause, f.error) for f in progress.failed] == \
+            [(fails, 1, hugepin.FailureCause.COPY_FAILED, errno.EIO)]
+        assert scheduler.figures().pinned_chunks == 0
+        assert w0.finished() == []  # nothing was launched here
 
 
 def test_a_wait_that_runs_out_returns_false(arena):

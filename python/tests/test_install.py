@@ -1,7 +1,8 @@
 """`cmake --install` into a temporary prefix: the package lands in the interpreter's site directory
-for that prefix, loads the installed libhugepin (not the build tree's), and runs a store through
-it. The site directory for the configured prefix is one the interpreter searches without
-PYTHONPATH (for /usr/local and Debian's python3: /usr/local/lib/python3.11/dist-packages)."""
+for that prefix, loads the installed libhugepin (not the build tree's), runs a store through it,
+and imports the vLLM plug-in (hugepin.vllm) from there. The site directory for the configured
+prefix is one the interpreter searches without PYTHONPATH (for /usr/local and Debian's python3:
+/usr/local/lib/python3.11/dist-packages)."""
 
 import os
 import site
@@ -26,6 +27,8 @@ with hugepin.Scheduler.create(name, plan) as scheduler, hugepin.Worker(name, 0) 
     region = numpy.frombuffer(worker.buffer(0), dtype=numpy.uint8)
     assert (region[2 * 256:3 * 256] == device[3 * 256:]).all()
     del region
+import hugepin.vllm  # the vLLM plug-in, installed with the package (on the stand-in of vLLM's interface here)
+assert hugepin.vllm.__file__.startswith(sys.argv[1]) and hugepin.vllm.HugepinOffloadingSpec.get_manager
 print("installed", hugepin.__version__, hugepin.library_path())
 """
 
