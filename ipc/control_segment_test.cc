@@ -263,7 +263,7 @@ TEST_CASE("permissions: 0600 for its owner only, 0660 for its group") {
   CHECK(test::run_in_child([&] {
           return as_nobody([&] {
             ControlSegment segment = ControlSegment::open(real_os(), shared.name(), SegmentAccess::kReadWrite);
-            RankAttachment worker = RankAttachment::attach(real_os(), shared.name(), 1, 0);  // maps its region
+            RankAttachment worker = test::attach_rank(shared, 1, 0);  // maps its region
             worker.region().data()[0] = std::byte{1};
             worker.detach();
             return segment.header().rank_count == 2;

@@ -14,6 +14,7 @@
 #include "base/error.h"
 #include "base/size.h"
 #include "ipc/arena_control.h"
+#include "ipc/rank_attachment.h"
 #include "tests/support/temp_dir.h"
 
 namespace hugepin::test {
@@ -68,6 +69,12 @@ class TestArena {
   ArenaOptions options_;
   ArenaCreated created_;
 };
+
+// Attaches to rank (tp_rank, pp_rank) of `arena`, whose data is in the test's own directory.
+inline RankAttachment attach_rank(const TestArena& arena, uint32_t tp_rank, uint32_t pp_rank, AttachOptions options = {}) {
+  options.where = arena.options();
+  return RankAttachment::attach(real_os(), arena.name(), tp_rank, pp_rank, options);
+}
 
 // Runs `body` in a forked child and returns its exit status (-1 when killed by a signal).
 // The child exits 0 when body returns true, 1 when false, 2 when it throws (printing why).

@@ -238,16 +238,17 @@ TEST_CASE("a shim opening its region waits out a destroy in progress, then falls
   shim.release(after);
 }
 
-// Fails opening one path with one errno.
+// Fails opening one file (by its name in its directory) with one errno.
 class RefusingPathOs final : public test::ForwardingOs {
  public:
-  RefusingPathOs(Os& target, std::string path, int error) : ForwardingOs(target), path_(std::move(path)), error_(error) {}
-  int open(const std::string& path, int flags, mode_t mode) override {
-    return path == path_ ? -error_ : ForwardingOs::open(path, flags, mode);
+  RefusingPathOs(Os& target, const std::string& path, int error)
+      : ForwardingOs(target), name_(path.substr(path.rfind('/') + 1)), error_(error) {}
+  int openat(int dir_fd, const std::string& name, int flags, mode_t mode) override {
+    return name == name_ ? -error_ : ForwardingOs::openat(dir_fd, name, flags, mode);
   }
 
  private:
-  std::string path_;
+  std::string name_;
   int error_;
 };
 

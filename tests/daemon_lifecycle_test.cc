@@ -30,9 +30,9 @@ using daemon::Json;
 constexpr uint64_t kSeed = 0xfeedULL;
 
 // Writes the pattern into rank `rank`'s region from a worker process that then detaches.
-void write_from_worker(const std::string& arena, uint32_t rank) {
+void write_from_worker(const std::string& arena, uint32_t rank, const ArenaOptions& where) {
   REQUIRE(test::run_in_child([&] {
-            RankAttachment worker = RankAttachment::attach(real_os(), arena, rank, 0);
+            RankAttachment worker = RankAttachment::attach(real_os(), arena, rank, 0, {.where = where});
             fill_pattern(worker.region().data(), worker.region().size(), kSeed + rank);
             worker.detach();
             return true;
@@ -40,9 +40,9 @@ void write_from_worker(const std::string& arena, uint32_t rank) {
 }
 
 // Checks the pattern from another worker process (a reader maps the region as the engine would).
-bool data_intact(const std::string& arena, uint32_t rank) {
+bool data_intact(const std::string& arena, uint32_t rank, const ArenaOptions& where) {
   return test::run_in_child([&] {
-           RankAttachment worker = RankAttachment::attach(real_os(), arena, rank, 0);
+           RankAttachment worker = RankAttachment::attach(real_os(), arena, rank, 0, {.where = where});
            bool intact = !find_pattern_mismatch(worker.region().data(), worker.region().size(), kSeed + rank);
            worker.detach();
            return intact;
@@ -63,8 +63,8 @@ TEST_CASE("adoption after kill -9: a worker's data survives, the generation goes
   d.start();
   REQUIRE(d.create("kv", 1 << 20, 2)["ok"] == true);
   const std::string arena = d.arena("kv");
-  write_from_worker(arena, 0);
-  write_from_worker(arena, 1);
+  write_from_worker(arena, 0, d.where());
+  write_from_worker(arena, 1, d.where());
   const uint64_t generation = inspect_arena(real_os(), arena).generation;
 
   CHECK(d.stop(SIGKILL) == -SIGKILL);
@@ -72,8 +72,8 @@ TEST_CASE("adoption after kill -9: a worker's data survives, the generation goes
   d.start();                                     // and the next one replaces it
   CHECK(inspect_arena(real_os(), arena).generation == generation + 1);
   CHECK(d.log().find(cat("adopted arena '", arena, "': generation ", generation + 1)) != std::string::npos);
-  CHECK(data_intact(arena, 0));
-  CHECK(data_intact(arena, 1));
+  CHECK(data_intact(arena, 0, d.where()));
+  CHECK(data_intact(arena, 1, d.where()));
 
   Json status = d.ask("status");
   CHECK(status["arenas"]["adopted_at_start"] == 1);
@@ -86,7 +86,7 @@ TEST_CASE("adoption after kill -9: a worker's data survives, the generation goes
   CHECK(d.stop() == 0);
   d.start();
   CHECK(inspect_arena(real_os(), arena).generation == generation + 2);
-  CHECK(data_intact(arena, 0));
+  CHECK(data_intact(arena, 0, d.where()));
   CHECK(d.stop() == 0);
 }
 
@@ -97,7 +97,7 @@ TEST_CASE("an inconsistent leftover is quarantined at start with its data kept; 
   ArenaOptions where = d.where();
   create_arena_with_control(real_os(), broken, layout_for_size(1 << 20, 2, 65536), where);
   create_arena_with_control(real_os(), fine, layout_for_size(1 << 20, 2, 65536), where);
-  write_from_worker(broken, 0);
+  write_from_worker(broken, 0, where);
   const std::string rank1 = cat(arena_data_dir(d.dir(), broken), "/rank-1");
   REQUIRE(truncate(rank1.c_str(), 4096) == 0);
 

@@ -153,7 +153,7 @@ TEST_CASE("root and group members are served; everyone else is refused and the r
   CHECK(nobody_asks(d, nogroup, {}, create, true));
   // The arena is shared with the group: its member attaches and writes.
   CHECK(test::run_as_nobody(nogroup, {}, [&] {
-          RankAttachment worker = RankAttachment::attach(real_os(), d.arena("shared"), 0, 0);
+          RankAttachment worker = RankAttachment::attach(real_os(), d.arena("shared"), 0, 0, {.where = d.where()});
           fill_pattern(worker.region().data(), worker.region().size(), 7);
           worker.detach();
           return true;
