@@ -203,6 +203,7 @@ void RankAttachment::post_batch(std::span<Report> reports) {
   while (posted < reports.size()) {
     const auto count = static_cast<uint32_t>(std::min<size_t>(reports.size() - posted, ring_->capacity()));
     const uint32_t n = ring_->push_wait(*os_, reports.data() + posted, count, post_timeout_ns_);
+    segment_.check_intact();  // a truncated ring reads as capacity 0: no progress, ever
     posted += n;
     if (n < count) {
       throw Error(cat("the report ring of rank ", rank_, " stayed full for ", post_timeout_ns_ / 1'000'000,
@@ -210,7 +211,6 @@ void RankAttachment::post_batch(std::span<Report> reports) {
                   EAGAIN);
     }
   }
-  segment_.check_intact();
 }
 
 size_t RankAttachment::try_post(std::span<Report> reports) {
