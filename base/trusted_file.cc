@@ -225,19 +225,22 @@ TrustedFile make_trusted_dir(Os& os, const TrustedPath& path, mode_t mode, const
 }
 
 std::string read_trusted_file(Os& os, const TrustedPath& path, const FileRule& rule, uint64_t max_bytes) {
-  TrustedFile file = open_trusted(os, path, O_RDONLY, rule);
-  const std::string full = path.full();
+  return read_opened_file(os, open_trusted(os, path, O_RDONLY, rule), path.full(), rule, max_bytes);
+}
+
+std::string read_opened_file(Os& os, const TrustedFile& file, const std::string& path, const FileRule& rule,
+                             uint64_t max_bytes) {
   auto too_long = [&] {
-    throw Error(cat(rule.what, " ", full, " is more than ", max_bytes, " bytes: not a ", rule.what, " hugepin reads"),
+    throw Error(cat(rule.what, " ", path, " is more than ", max_bytes, " bytes: not a ", rule.what, " hugepin reads"),
                 EFBIG);
   };
   if (static_cast<uint64_t>(file.status.st_size) > max_bytes) too_long();
   std::string text;
   char buffer[16384];
   for (;;) {
-    const ssize_t n = os.read(file.fd.get(), buffer, sizeof buffer);
+    const ssize_t n = os.pread(file.fd.get(), buffer, sizeof buffer, text.size());
     if (n == -EINTR) continue;
-    if (n < 0) throw_errno(cat("cannot read ", rule.what, " ", full), static_cast<int>(-n));
+    if (n < 0) throw_errno(cat("cannot read ", rule.what, " ", path), static_cast<int>(-n));
     if (n == 0) break;
     text.append(buffer, static_cast<size_t>(n));
     if (text.size() > max_bytes) too_long();  // it grew while being read

@@ -95,8 +95,11 @@ std::string trust_problem(const struct stat& status, const FileRule& rule);
 // True when `gid` is this process's effective group or one of its supplementary groups.
 bool process_in_group(gid_t gid);
 
-// Reads a whole file opened by open_trusted(O_RDONLY): at most `max_bytes`, or throws Error
-// naming the path and the limit (a configuration of /dev/zero is refused, not read for ever).
+// Opens `path` with open_trusted(O_RDONLY) and reads it whole: at most `max_bytes`, or throws
+// Error naming the path and the limit (a configuration of /dev/zero is refused, not read for ever).
 std::string read_trusted_file(Os& os, const TrustedPath& path, const FileRule& rule, uint64_t max_bytes);
+// The same for a file open_trusted opened: read from its start (pread), so it may be read again.
+std::string read_opened_file(Os& os, const TrustedFile& file, const std::string& path, const FileRule& rule,
+                             uint64_t max_bytes);
 
 }  // namespace hugepin

@@ -6,6 +6,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -289,6 +290,54 @@ RankStatus read_rank_status(Os& os, const RegionRecord& record) {
   status.takeovers = record.takeovers.load(std::memory_order_relaxed);
   status.pinned_bytes = record.pinned_bytes.load(std::memory_order_relaxed);
   return status;
+}
+
+namespace {
+
+// Reads `bytes` at `offset` of `fd` whole, or throws.
+void pread_all(Os& os, int fd, void* data, size_t bytes, uint64_t offset) {
+  size_t done = 0;
+  while (done < bytes) {
+    const ssize_t n = os.pread(fd, static_cast<std::byte*>(data) + done, bytes - done, offset + done);
+    if (n == -EINTR) continue;
+    if (n < 0) throw_errno("cannot read the control segment", static_cast<int>(-n));
+    if (n == 0) throw Error(cat("control segment ends at ", offset + done, " bytes, before its header says (truncated?)"));
+    done += static_cast<size_t>(n);
+  }
+}
+
+// Whole cache-line pairs: a buffer the control block can be read from in place.
+struct alignas(kCacheLinePair) LinePair {
+  std::byte bytes[kCacheLinePair];
+};
+
+}  // namespace
+
+RankRecordReading read_rank_record(Os& os, int fd, uint64_t size, uint32_t rank) {
+  const uint64_t window = std::min<uint64_t>(size, kControlScanBytes);
+  std::vector<LinePair> head((window + kCacheLinePair - 1) / kCacheLinePair);
+  pread_all(os, fd, head.data(), window, 0);
+  const ControlBlock* block = find_control_block(reinterpret_cast<const std::byte*>(head.data()), window);
+  if (block == nullptr) {
+    throw Error(cat("no control block in the first ", format_bytes(kControlScanBytes),
+                    " of the segment: not a hugepin control segment, corrupt, or still being created"));
+  }
+  RankRecordReading reading;
+  reading.header = read_header(*block, size);
+  if (rank >= reading.header.rank_count) {
+    throw Error(cat("rank ", rank, " is outside the arena's ", reading.header.rank_count, " ranks"));
+  }
+  if (block->region_record_bytes != sizeof(RegionRecord)) {
+    throw Error(cat("control segment: region records are ", block->region_record_bytes, " bytes, expected ",
+                    sizeof(RegionRecord)));
+  }
+  check_span("the region records", block->regions_offset, reading.header.rank_count, sizeof(RegionRecord), size);
+  LinePair copy[sizeof(RegionRecord) / kCacheLinePair];
+  pread_all(os, fd, copy, sizeof copy, block->regions_offset + uint64_t{rank} * sizeof(RegionRecord));
+  const auto& record = *reinterpret_cast<const RegionRecord*>(copy);
+  if (record.rank != rank) throw Error(cat("control segment: region record ", rank, " names rank ", record.rank));
+  reading.status = read_rank_status(os, record);
+  return reading;
 }
 
 bool remove_control_segment(Os& os, std::string_view arena) {

@@ -149,6 +149,18 @@ struct RankStatus {
 // Reads the attachment fields of `record` (acquire) and checks whether its worker is alive.
 RankStatus read_rank_status(Os& os, const RegionRecord& record);
 
+// The header and the attachment of one rank, as read_rank_record copies them.
+struct RankRecordReading {
+  SegmentHeader header;
+  RankStatus status;
+};
+
+// Reads the header and rank `rank`'s record of the segment open at `fd` (`size` bytes) with pread
+// alone: for a process that must not map a file others may truncate and installs no SIGBUS guard
+// (the LD_PRELOAD shim). Checks what parse_segment checks of those parts. Throws Error naming what
+// is wrong (not a segment, another layout version, a rank outside the arena, a short read).
+RankRecordReading read_rank_record(Os& os, int fd, uint64_t size, uint32_t rank);
+
 // --- creation (control_segment_create.cc: Boost.Interprocess) ---
 
 struct SegmentOptions {

@@ -87,7 +87,7 @@ struct Fixture {
     create_arena(real_os(), name, {{0, bytes, -1}}, options);
   }
   std::vector<ShimAllocation> table() const {
-    return read_shim_table(real_os(), cat(shm.path(), "/hugepin.shim.", getpid())).allocations;
+    return read_shim_table(real_os(), cat(shm.path(), "/", shim_table::kFilePrefix, getpid())).allocations;
   }
 };
 

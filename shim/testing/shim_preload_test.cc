@@ -26,7 +26,7 @@ std::string describe(const ShimRun& run) { return cat("exit ", run.status, ", ou
 
 bool has_table(const ShimEnvironment& env) {
   for (const auto& entry : std::filesystem::directory_iterator(env.shm_dir())) {
-    if (entry.path().filename().string().rfind("hugepin.shim.", 0) == 0) return true;
+    if (entry.path().filename().string().rfind("hugepin-shim-table.", 0) == 0) return true;
   }
   return false;
 }
@@ -290,7 +290,7 @@ TEST_CASE("hugepin shim list shows a running process's allocations; stale and co
   std::string line = holder.read_line();
   REQUIRE_MESSAGE(line.rfind("table ", 0) == 0, line);
   // A table left by a process that is gone (above any pid_max), and a file that is not a table.
-  std::string stale = env.shm_dir() + "/hugepin.shim.999999999";
+  std::string stale = env.shm_dir() + "/hugepin-shim-table.999999999";
   std::filesystem::copy_file(line.substr(6), stale);
   {
     std::fstream file(stale, std::ios::in | std::ios::out | std::ios::binary);
@@ -298,7 +298,7 @@ TEST_CASE("hugepin shim list shows a running process's allocations; stale and co
     file.seekp(24);  // Header::pid
     file.write(reinterpret_cast<const char*>(&pid), sizeof pid);
   }
-  std::ofstream(env.shm_dir() + "/hugepin.shim.77") << "garbage";
+  std::ofstream(env.shm_dir() + "/hugepin-shim-table.77") << "garbage";
 
   test::CommandResult json = test::run_command(cat("env HUGEPIN_SHM_DIR=", env.shm_dir(), " ", HUGEPIN_CLI_PATH,
                                                    " shim list --json"));
