@@ -345,6 +345,10 @@ std::vector<std::string> listed_names(Os& os, const TrustedPath& where, std::vec
 
 }  // namespace
 
+TrustedPath region_file_location(const RegionFile& file) {
+  return {file.root, file.path.substr(std::min(file.path.size(), file.root.size() + 1))};
+}
+
 std::vector<std::string> arena_data_roots(Os& os, const ArenaOptions& where) {
   std::vector<std::string> roots;
   uint64_t default_size = read_default_page_size(os);

@@ -66,6 +66,9 @@ struct RegionFile {
   mode_t mode = 0;
 };
 
+// Where `file` is, as base/trusted_file.h opens it: its root as given, the rest checked.
+TrustedPath region_file_location(const RegionFile& file);
+
 struct ArenaListing {
   std::string name;
   std::vector<RegionFile> regions;  // by rank
