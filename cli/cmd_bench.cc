@@ -300,7 +300,7 @@ void add_bench_commands(CLI::App& app, Context& context) {
   ring->add_option("--latency-samples", ring_args->latency_samples, "Reports in each latency run")
       ->check(CLI::Range(uint64_t{100}, uint64_t{1} << 32));
   ring->add_option("--interval", ring_args->latency_interval_us, "Microseconds between reports in latency runs")
-      ->check(CLI::Range(0.1, 1e6));
+      ->check(finite_range(0.1, 1e6));
   ring->add_option("--repeat", ring_args->repeat, "Throughput runs per row")->check(CLI::Range(1, 100));
   ring->add_flag("--json", ring_args->json, "Print JSON");
   ring->callback([&context, ring_args] { context.action = [&context, ring_args] { return run_ring(context, *ring_args); }; });

@@ -15,7 +15,7 @@
 #include "ipc/arena_control.h"
 #include "shim/table_writer.h"
 #include "tests/support/error_text.h"
-#include "tests/support/run_as_nobody.h"
+#include "tests/support/child_process.h"
 #include "tests/support/temp_dir.h"
 
 namespace hugepin {

@@ -19,6 +19,7 @@
 #include "ipc/inspect.h"
 #include "ipc/rank_attachment.h"
 #include "ipc/test_arena.h"
+#include "tests/support/child_process.h"
 #include "tests/support/daemon_harness.h"
 #include "tests/support/run_command.h"
 
@@ -196,6 +197,27 @@ TEST_CASE("one hugepind per socket; a bad configuration stops the start, named b
                                 " --check-config --retention 3h"));
   CHECK(check.status == 0);
   CHECK(check.out.find("retention = 3h (flag --retention)") != std::string::npos);
+}
+
+// Issue 20, item 2: a FIFO among the segments made a running hugepind stop answering (and
+// ignore SIGTERM), and a fresh one never reach READY. Planted by uid 65534.
+TEST_CASE("a FIFO planted as a segment or a region: hugepind starts, answers, writes metrics and stops") {
+  test::TestDaemon d("fifo");
+  const std::string top = d.dir() + "/" + std::string(kDataDirName);
+  REQUIRE(mkdir(top.c_str(), 0755) == 0);
+  REQUIRE(chmod(top.c_str(), 01777) == 0);  // as systemd-tmpfiles once made it
+  const std::string segment = control_segment_path(d.arena("fifo"));
+  const std::string data = top + "/" + d.arena("data");
+  REQUIRE(test::run_as_nobody([&] {
+            return mkfifo(segment.c_str(), 0666) == 0 && mkdir(data.c_str(), 0755) == 0 &&
+                   mkfifo((data + "/rank-0").c_str(), 0666) == 0;
+          }) == 0);
+  d.start();  // READY=1, or the test fails with the daemon's log
+  CHECK(d.ask("status")["ok"] == true);
+  CHECK(d.ask("list")["ok"] == true);
+  CHECK(test::TestDaemon::wait_until([&] { return std::filesystem::exists(d.dir() + "/hugepin.prom"); }));
+  CHECK(d.stop() == 0);
+  unlink(segment.c_str());
 }
 
 }  // namespace hugepin

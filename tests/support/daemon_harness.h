@@ -16,7 +16,7 @@
 
 #include "daemon/protocol.h"
 #include "hugemem/backing.h"
-#include "tests/support/run_as_nobody.h"
+#include "tests/support/child_process.h"
 #include "tests/support/temp_dir.h"
 
 namespace hugepin::test {
