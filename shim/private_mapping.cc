@@ -63,7 +63,9 @@ int open_unlinked_file(Os& os, const std::string& dir) {
   try {
     file = open_trusted(os, {dir, name}, O_RDWR | O_CREAT | O_EXCL, kMappingRule, 0600);
   } catch (const Error& error) {
-    throw Fallback(cat("open:", dir), cat("cannot create a file in the hugetlbfs mount ", dir, ": ", error.what()));
+    const int code = error.errno_value();
+    throw Fallback(cat("open:", dir), cat("cannot create a file in the hugetlbfs mount ", dir, ": ",
+                                          code == kRefusedErrno ? std::string(error.what()) : errno_text(code)));
   }
   os.unlink(cat(dir, "/", name));
   return file.fd.release();
