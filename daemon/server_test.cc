@@ -222,7 +222,10 @@ TEST_CASE("one uid's crowd of connections cannot lock root out: a per-uid limit 
   const pid_t crowd = fork();
   REQUIRE(crowd >= 0);
   if (crowd == 0) {
-    // uid 65534 takes every connection there is, and holds them.
+    // uid 65534 takes every connection there is, and holds them until released (or the test ends:
+    // its end of the pipe closes with it).
+    close(connected[0]);
+    close(release[1]);
     char byte = 0;
     if (setgroups(0, nullptr) == 0 && setgid(65534) == 0 && setuid(65534) == 0) {
       for (int i = 0; i < 8; ++i) {
@@ -242,8 +245,9 @@ TEST_CASE("one uid's crowd of connections cannot lock root out: a per-uid limit 
   REQUIRE(made == 8);
   for (int round = 0; round < 500 && server.connections() + handler.refusals.size() < 8; ++round) pump(server, handler, 0);
   CHECK(server.connections() == 4);
-  REQUIRE(handler.refusals.size() == 4);
-  CHECK(handler.refusals[0] == "busy: uid 65534 already holds 4 connections (HUGEPIN_MAX_CONNECTIONS_PER_UID); retry");
+  CHECK(handler.refusals.size() == 4);
+  CHECK((!handler.refusals.empty() &&
+         handler.refusals[0] == "busy: uid 65534 already holds 4 connections (HUGEPIN_MAX_CONNECTIONS_PER_UID); retry"));
   // Root is still answered.
   int root = connect_to(f.path);
   send_text(root, "status\n");
