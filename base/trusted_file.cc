@@ -67,8 +67,8 @@ std::string problem(const struct stat& status, const FileRule& rule) {
     return cat("is writable by every user (mode ", mode_text(status.st_mode), ")", want_dir ? " and not sticky" : "");
   }
   if (!owner_accepted(status, rule.owners)) {
-    return cat("belongs to uid ", status.st_uid, " (mode ", mode_text(status.st_mode), "), not to root, this process's uid ",
-               geteuid(), ", hugepind's user or one of this process's groups");
+    return cat("belongs to uid ", status.st_uid, " (mode ", mode_text(status.st_mode),
+               "), not to root, this process's uid ", geteuid(), ", hugepind's user or one of this process's groups");
   }
   return "";
 }
@@ -112,7 +112,9 @@ Parent walk_to_parent(Os& os, const TrustedPath& path, const FileRule& rule) {
   parent.path = path.base;
   const int base = os.open(path.base, O_PATH | O_DIRECTORY, 0);
   if (base < 0) {
-    if (base == -ENOENT || base == -ENOTDIR) throw_errno(cat("cannot open ", rule.what, " ", full, " (", path.base, ")"), -base);
+    if (base == -ENOENT || base == -ENOTDIR) {
+      throw_errno(cat("cannot open ", rule.what, " ", full, " (", path.base, ")"), -base);
+    }
     fail(rule, full, -base);
   }
   parent.fd = UniqueFd(os, base);
@@ -174,11 +176,6 @@ TrustedPath user_named(const std::string& path) {
   const size_t slash = path.rfind('/');
   if (slash == std::string::npos) return {".", path};
   return {slash == 0 ? std::string("/") : path.substr(0, slash), path.substr(slash + 1)};
-}
-
-std::string trust_problem(const struct stat& status, const FileRule& rule) {
-  std::string why = problem(status, rule);
-  return why.empty() ? why : cat("it ", why);
 }
 
 TrustedFile open_trusted(Os& os, const TrustedPath& path, int flags, const FileRule& rule, mode_t mode) {

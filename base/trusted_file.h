@@ -88,10 +88,6 @@ TrustedFile open_trusted(Os& os, const TrustedPath& path, int flags, const FileR
 // components above it must exist.
 TrustedFile make_trusted_dir(Os& os, const TrustedPath& path, mode_t mode, const FileRule& rule);
 
-// Why `status` is not acceptable under `rule`, "" when it is: the checks open_trusted makes
-// after it opened a file (for files opened some other way, such as a listening socket's lock).
-std::string trust_problem(const struct stat& status, const FileRule& rule);
-
 // True when `gid` is this process's effective group or one of its supplementary groups.
 bool process_in_group(gid_t gid);
 
