@@ -9,6 +9,9 @@
 #include <chrono>
 #include <ctime>
 
+#include "base/error.h"
+#include "base/trusted_file.h"
+
 namespace hugepin {
 namespace {
 
@@ -29,13 +32,18 @@ int lock_file_for_use(Os& os, int fd) {
 }
 
 bool file_is_locked(Os& os, const std::string& path) {
-  const int fd = os.open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0);
-  // Nothing there, or nothing a process could map (a link, a socket, a directory): not in use.
-  if (fd == -ENOENT || fd == -ELOOP || fd == -ENXIO || fd == -ENOTDIR || fd == -EISDIR) return false;
-  if (fd < 0) return true;  // EACCES, EMFILE, ENOMEM...: cannot tell, so in use
+  TrustedFile file;
+  try {
+    // Anyone's file may be asked about; a link, FIFO or device is never opened (trusted_file.h).
+    file = open_trusted(os, user_named(path), O_RDONLY, {FileType::kRegular, FileOwners::kAny, "file"});
+  } catch (const Error& error) {
+    // Nothing there, or nothing a process could map (a link, a socket, a directory): not in use.
+    const int code = error.errno_value();
+    if (code == ENOENT || code == kRefusedErrno || code == ENOTDIR || code == EISDIR) return false;
+    return true;  // EACCES, EMFILE, ENOMEM...: cannot tell, so in use
+  }
   struct flock lock = whole_file(F_RDLCK);
-  const int rc = os.fcntl_lock(fd, F_OFD_GETLK, &lock);
-  os.close(fd);
+  const int rc = os.fcntl_lock(file.fd.get(), F_OFD_GETLK, &lock);
   return rc < 0 || lock.l_type != F_UNLCK;
 }
 

@@ -20,8 +20,9 @@ int lock_file_for_use(Os& os, int fd);
 
 // True when some open file description (this process's included) holds a lock on the file at
 // `path` that a whole-file read lock would conflict with. False when no file is there or it is not
-// one a process could map (a link, a socket). When the file cannot be asked (no permission, no
-// descriptors), true: callers treat a file they cannot see into as in use rather than destroy it.
+// one a process could map (a link, a socket, a FIFO: base/trusted_file.h refuses them without
+// opening them). When the file cannot be asked (no permission, no descriptors), true: callers treat
+// a file they cannot see into as in use rather than destroy it.
 bool file_is_locked(Os& os, const std::string& path);
 
 // Takes flock(LOCK_SH) on `fd`, waiting at most `timeout_ns` for an exclusive holder (polling, so

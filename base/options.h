@@ -47,6 +47,8 @@ enum class Option {
   kSocketMode,
   kGroup,
   kMaxConnections,
+  kMaxConnectionsPerUid,
+  kReservedConnections,
   kRequestTimeout,
   kMaxRequestBytes,
   kArenaPrefix,
@@ -60,7 +62,7 @@ enum class Option {
   kPool,
   kPoolAllowShortfall,
 };
-inline constexpr size_t kOptionCount = 27;
+inline constexpr size_t kOptionCount = 29;
 
 struct OptionSpec {
   Option id;

@@ -58,6 +58,17 @@ class Os {
   virtual int rmdir(const std::string& path) = 0;
   // Real directory listing (not under the system root), for data directories.
   virtual int list_data_dir(const std::string& path, std::vector<std::string>* names) = 0;
+  // Relative to an open directory `dir_fd` (O_PATH is enough), one component `name` at a time:
+  // how base/trusted_file.h walks a path without following a link another user planted.
+  virtual int openat(int dir_fd, const std::string& name, int flags, mode_t mode) = 0;
+  virtual int mkdirat(int dir_fd, const std::string& name, mode_t mode) = 0;
+  // unlinkat(2): AT_REMOVEDIR in `flags` removes an empty directory.
+  virtual int unlinkat(int dir_fd, const std::string& name, int flags) = 0;
+  // The names in directory `dir_fd` (no "." or ".."); `dir_fd` itself is left as it was.
+  virtual int list_dir_at(int dir_fd, std::vector<std::string>* names) = 0;
+  // Clears O_NONBLOCK on `fd` (fcntl F_SETFL): a file opened without blocking, checked, then used
+  // as usual (io_uring, for one, treats a non-blocking regular file differently).
+  virtual int set_blocking(int fd) = 0;
   // Data file contents and durability (the disk tier). pread/pwrite return the bytes moved,
   // which may be fewer than asked (callers continue from there).
   virtual ssize_t pread(int fd, void* data, size_t bytes, uint64_t offset) = 0;

@@ -62,9 +62,8 @@ std::vector<gid_t> peer_groups(int fd) {
   return {};
 }
 
-int list_directory(const std::string& path, std::vector<std::string>* names) {
-  DIR* dir = ::opendir(path.c_str());
-  if (dir == nullptr) return -errno;
+// Reads and closes `dir`.
+int read_directory(DIR* dir, std::vector<std::string>* names) {
   names->clear();
   errno = 0;
   while (dirent* entry = ::readdir(dir)) {
@@ -74,6 +73,12 @@ int list_directory(const std::string& path, std::vector<std::string>* names) {
   int error = errno;
   ::closedir(dir);
   return error != 0 ? -error : 0;
+}
+
+int list_directory(const std::string& path, std::vector<std::string>* names) {
+  DIR* dir = ::opendir(path.c_str());
+  if (dir == nullptr) return -errno;
+  return read_directory(dir, names);
 }
 
 int read_whole_file(const std::string& path, std::string* contents) {
@@ -142,6 +147,32 @@ class PosixOs final : public Os {
   int rmdir(const std::string& path) override { return result_or_errno(::rmdir(path.c_str())); }
   int list_data_dir(const std::string& path, std::vector<std::string>* names) override {
     return list_directory(path, names);
+  }
+  int openat(int dir_fd, const std::string& name, int flags, mode_t mode) override {
+    return result_or_errno(::openat(dir_fd, name.c_str(), flags | O_CLOEXEC, mode));
+  }
+  int mkdirat(int dir_fd, const std::string& name, mode_t mode) override {
+    return result_or_errno(::mkdirat(dir_fd, name.c_str(), mode));
+  }
+  int unlinkat(int dir_fd, const std::string& name, int flags) override {
+    return result_or_errno(::unlinkat(dir_fd, name.c_str(), flags));
+  }
+  int list_dir_at(int dir_fd, std::vector<std::string>* names) override {
+    // A descriptor of its own: closedir closes it, and `dir_fd` may be O_PATH (no reading).
+    const int fd = ::openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return -errno;
+    DIR* dir = ::fdopendir(fd);
+    if (dir == nullptr) {
+      const int error = errno;
+      ::close(fd);
+      return -error;
+    }
+    return read_directory(dir, names);
+  }
+  int set_blocking(int fd) override {
+    const int flags = ::fcntl(fd, F_GETFL);
+    if (flags < 0) return -errno;
+    return result_or_errno(::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK));
   }
   ssize_t pread(int fd, void* data, size_t bytes, uint64_t offset) override {
     ssize_t n = ::pread(fd, data, bytes, static_cast<off_t>(offset));

@@ -30,6 +30,9 @@ class UniqueFd {
   int get() const { return fd_; }
   explicit operator bool() const { return fd_ >= 0; }
 
+  // Gives the descriptor up without closing it: the caller owns it now.
+  int release() { return std::exchange(fd_, -1); }
+
   // Closes now; returns 0 or -errno from close(2) (which can report a deferred write error).
   int close() {
     int rc = fd_ >= 0 ? os_->close(fd_) : 0;

@@ -18,6 +18,7 @@
 #include "base/error.h"
 #include "base/pattern.h"
 #include "base/size.h"
+#include "base/trusted_file.h"
 #include "base/unique_fd.h"
 #include "disk/block_io.h"
 #include "hugemem/arena.h"
@@ -70,6 +71,10 @@ std::string file_system_name(long type) {
     default: return cat("file system 0x", std::hex, type);
   }
 }
+
+// The file under test is made in --dir, which others may share (/var/tmp): opened as
+// base/trusted_file.h says, never through a link planted in its place.
+constexpr FileRule kSpillFileRule{FileType::kRegular, FileOwners::kTrusted, "spill benchmark file"};
 
 // The file under test, removed when the benchmark ends.
 struct BenchFile {
@@ -167,9 +172,8 @@ struct Sample {
 // before it.
 Sample measure(Os& os, const Method& method, BlockOp op, const std::string& path, const Workload& workload,
                const SpillBenchOptions& options, bool check, std::string* detail) {
-  int fd = os.open(path, O_RDWR | (method.direct ? O_DIRECT : 0), 0600);
-  if (fd < 0) throw_errno(cat("cannot open ", path), -fd);
-  UniqueFd file(os, fd);
+  UniqueFd file = open_trusted(os, user_named(path), O_RDWR | (method.direct ? O_DIRECT : 0), kSpillFileRule).fd;
+  const int fd = file.get();
   const BlockFile block_file{fd, path, method.direct, method.direct ? 4096u : 1u};
   std::unique_ptr<BlockIo> io = make_engine(os, method, block_file, workload, options);
   *detail = io->describe();
@@ -206,9 +210,10 @@ SpillBenchRow summarize_row(const Method& method, BlockOp op, std::string detail
 
 SpillBenchReport run_spill_bench(Os& os, const SpillBenchOptions& options,
                                  const std::function<void(const std::string&)>& progress) {
-  if (options.bytes == 0 || options.chunk_bytes == 0 || options.chunk_bytes % 4096 != 0 || options.bytes % 4096 != 0) {
-    throw Error(cat("spill bench: size ", options.bytes, " and chunk ", options.chunk_bytes,
-                    " must be non-zero multiples of 4096"));
+  if (options.bytes == 0 || options.chunk_bytes == 0 || options.chunk_bytes % 4096 != 0 || options.bytes % 4096 != 0 ||
+      options.request_bytes == 0 || options.request_bytes % 4096 != 0) {
+    throw Error(cat("spill bench: size ", options.bytes, ", chunk ", options.chunk_bytes, " and request ",
+                    options.request_bytes, " must be non-zero multiples of 4096"));
   }
   ArenaOptions arena;
   arena.page_size = options.page_size;
@@ -235,9 +240,8 @@ SpillBenchReport run_spill_bench(Os& os, const SpillBenchOptions& options,
   BenchFile file{os, cat(options.dir, "/hugepin-bench-spill-", getpid(), ".data")};
   report.file = file.path;
   {
-    int fd = os.open(file.path, O_RDWR | O_CREAT | O_EXCL, 0600);
-    if (fd < 0) throw_errno(cat("cannot create ", file.path), -fd);
-    UniqueFd handle(os, fd);
+    UniqueFd handle = open_trusted(os, user_named(file.path), O_RDWR | O_CREAT | O_EXCL, kSpillFileRule, 0600).fd;
+    const int fd = handle.get();
     if (int rc = os.fallocate(fd, 0, options.bytes); rc < 0) {
       throw_errno(cat("cannot allocate ", format_bytes(options.bytes), " for ", file.path), -rc);
     }

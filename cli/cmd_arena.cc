@@ -2,6 +2,7 @@
 #include <cstdlib>
 #include <iostream>
 
+#include "base/log.h"
 #include "base/size.h"
 #include "cli/arena_view.h"
 #include "cli/command.h"
@@ -108,8 +109,10 @@ void add_arena_commands(CLI::App& app, Context& context) {
   CLI::App* list = arena->add_subcommand("list", "List arenas and their region files");
   list->add_flag("--json", list_args->json, "Print JSON (documented in README)");
   list->add_flag("--stale", list_args->stale,
-                 "List only stale files: arena data without a control segment, or a segment without data");
-  list->add_option("--shm-dir", list_args->shm_dir, "Where 4 KiB regions are (default: HUGEPIN_SHM_DIR, else /dev/shm)");
+                 "List only stale files: arena data without a control segment, a segment without data, or an arena "
+                 "whose processes died holding it");
+  list->add_option("--shm-dir", list_args->shm_dir, "Where 4 KiB regions are (default: HUGEPIN_SHM_DIR, else /dev/shm)")
+      ->check(CLI::ExistingDirectory);
   list->callback([&context, list_args] {
     context.action = [&context, list_args] {
       ArenaOptions where;
@@ -120,6 +123,7 @@ void add_arena_commands(CLI::App& app, Context& context) {
       }
       if (list_args->stale) {
         std::vector<StaleArena> stale = find_stale_arenas(context.os(), where);
+        for (StaleArena& orphan : find_orphaned_arenas(context.os(), where)) stale.push_back(std::move(orphan));
         if (list_args->json) {
           print_json(stale_listing_json(stale));
         } else if (stale.empty()) {
@@ -129,9 +133,14 @@ void add_arena_commands(CLI::App& app, Context& context) {
         }
         return 0;
       }
-      std::vector<ArenaEntry> listings = list_arenas_with_control(context.os(), where);
+      // What someone planted where an arena's files would be is named, never followed or opened.
+      std::vector<std::string> refused;
+      std::vector<ArenaEntry> listings = list_arenas_with_control(context.os(), where, &refused);
+      for (const std::string& line : refused) log::warn(line);
       if (list_args->json) {
-        print_json(arena_listing_json(listings));
+        Json json = arena_listing_json(listings);
+        json["refused"] = refused;
+        print_json(json);
       } else if (listings.empty()) {
         std::cout << "no arenas\n";
       } else {

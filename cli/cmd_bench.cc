@@ -317,7 +317,7 @@ void add_bench_commands(CLI::App& app, Context& context) {
   ring->add_option("--latency-samples", ring_args->latency_samples, "Reports in each latency run")
       ->check(CLI::Range(uint64_t{100}, uint64_t{1} << 32));
   ring->add_option("--interval", ring_args->latency_interval_us, "Microseconds between reports in latency runs")
-      ->check(CLI::Range(0.1, 1e6));
+      ->check(finite_range(0.1, 1e6));
   ring->add_option("--repeat", ring_args->repeat, "Throughput runs per row")->check(CLI::Range(1, 100));
   ring->add_option("--cpus", ring_args->cpus, "PRODUCER,CONSUMER CPUs (default: two of different cores)")
       ->delimiter(',')

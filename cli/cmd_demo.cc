@@ -126,14 +126,18 @@ void add_demo_command(CLI::App& app, Context& context) {
   demo->add_option("--gpu-blocks", c.plan.gpu_blocks, "Each rank's GPU KV cache in blocks")->check(CLI::Range(16, 1 << 20));
   demo->add_option("--chunks-per-job", c.chunks_per_job, "Chunks per copy job")->check(CLI::Range(1, 64));
   demo->add_option("--jobs-in-flight", c.jobs_in_flight, "Unsettled jobs at most")->check(CLI::Range(1, 256));
-  demo->add_option("--seconds", c.seconds, "How long the engine runs")->check(CLI::Range(0.1, 3600.0));
+  demo->add_option("--seconds", c.seconds, "How long the engine runs")->check(finite_range(0.1, 3600.0));
   demo->add_option("--pagesize", args->page_size, "Arena page size")->check(page_size_validator(true));
   demo->add_option("--backend", c.backend, "Copies: auto (CUDA when a GPU answers), gpu, host")
       ->check(CLI::IsMember({"auto", "gpu", "host"}));
-  demo->add_option("--kill-rank", c.kill_rank, "SIGKILL this rank's process during the run (the dead-rank path)")
-      ->check(CLI::NonNegativeNumber);
-  demo->add_option("--kill-after", c.kill_after, "Seconds into the run for --kill-rank")->check(CLI::Range(0.0, 3600.0));
-  demo->add_flag("--restart", c.restart, "Replace a dead rank's process and go on");
+  CLI::Option* kill_rank =
+      demo->add_option("--kill-rank", c.kill_rank, "SIGKILL this rank's process during the run (the dead-rank path)")
+          ->check(CLI::NonNegativeNumber);
+  // Without --kill-rank they would do nothing: said, not ignored.
+  demo->add_option("--kill-after", c.kill_after, "Seconds into the run for --kill-rank")
+      ->check(finite_range(0.0, 3600.0))
+      ->needs(kill_rank);
+  demo->add_flag("--restart", c.restart, "Replace a dead rank's process and go on")->needs(kill_rank);
   demo->add_flag("--keep", c.keep, "Keep the arena afterwards");
   demo->add_option("--spill-dir", c.spill_dir, "Also spill chunks to files here and restore them (the disk tier)")
       ->check(CLI::ExistingDirectory);

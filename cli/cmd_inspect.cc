@@ -42,21 +42,26 @@ RatesByArena rates_between(const std::vector<InspectEntry>& before, const std::v
   return rates;
 }
 
-// The processes the LD_PRELOAD shim serves (their tables sit beside the control segments), when
-// every arena is shown.
-std::vector<ShimTable> shim_sample(Os& os, const InspectArgs& args) {
-  if (!args.name.empty()) return {};
+// Where arena data and the shim's tables are: HUGEPIN_SHM_DIR, as the shim reads it.
+ArenaOptions data_dirs() {
   std::vector<std::string> problems;  // a bad HUGEPIN_* value is `hugepin shim env`'s to report
   Options options = Options::parse(environment_source(), &problems);
-  return list_shim_tables(os, options.text(Option::kShmDir));
+  ArenaOptions where;
+  where.shm_dir = options.text(Option::kShmDir);
+  return where;
 }
 
 void print_sample(Os& os, const std::vector<InspectEntry>& entries, const RatesByArena& rates,
                   const InspectArgs& args) {
   const int64_t now = monotonic_ns();
-  std::vector<ShimTable> shim = shim_sample(os, args);
+  const ArenaOptions where = data_dirs();
+  // The processes the LD_PRELOAD shim serves (their tables sit beside the control segments): each
+  // rank one holds shows it, and every arena shown lists them all.
+  std::vector<ShimTable> shim = list_shim_tables(os, where.shm_dir);
+  const ShimHoldersByArena holders = shim_holders(os, entries, shim, where);
+  if (!args.name.empty()) shim.clear();
   if (args.json) {
-    Json json = inspect_json(entries, rates, now);
+    Json json = inspect_json(entries, rates, holders, now);
     if (args.name.empty()) json["shim"] = shim_tables_json(shim)["processes"];
     // Under --watch, one compact document per line (JSON Lines); otherwise indented.
     if (args.watch_seconds > 0) {
@@ -67,7 +72,7 @@ void print_sample(Os& os, const std::vector<InspectEntry>& entries, const RatesB
     return;
   }
   if (args.watch_seconds > 0 && isatty(STDOUT_FILENO) != 0) std::cout << "\033[H\033[2J";
-  std::cout << inspect_text(entries, rates, now);
+  std::cout << inspect_text(entries, rates, holders, now);
   if (!shim.empty()) std::cout << "\nLD_PRELOAD shim allocations:\n" << shim_tables_table(shim);
   std::cout << std::flush;
 }
@@ -113,10 +118,11 @@ int run_metrics(Context& context, const std::string& name) {
 void add_inspect_commands(CLI::App& app, Context& context) {
   auto inspect_args = std::make_shared<InspectArgs>();
   CLI::App* inspect = app.add_subcommand("inspect", "Show arenas: regions, attached workers, rings, scheduler figures");
-  inspect->add_option("NAME", inspect_args->name, "Arena (default: every arena on the machine)");
+  inspect->add_option("NAME", inspect_args->name, "Arena (default: every arena on the machine)")
+      ->check(arena_name_validator());
   inspect->add_flag("--json", inspect_args->json, "Print JSON (documented in README)");
   inspect->add_option("--watch", inspect_args->watch_seconds, "Print again every SECONDS, with ring rates")
-      ->check(CLI::Range(0.01, 86400.0));
+      ->check(finite_range(0.01, 86400.0));
   inspect->add_option("--count", inspect_args->count, "With --watch: stop after this many samples")
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 40));
   inspect->callback([&context, inspect_args] {
@@ -125,7 +131,8 @@ void add_inspect_commands(CLI::App& app, Context& context) {
 
   auto metrics_name = std::make_shared<std::string>();
   CLI::App* metrics = app.add_subcommand("metrics", "Print the inspector's figures in Prometheus text format");
-  metrics->add_option("NAME", *metrics_name, "Arena (default: every arena on the machine)");
+  metrics->add_option("NAME", *metrics_name, "Arena (default: every arena on the machine)")
+      ->check(arena_name_validator());
   metrics->callback([&context, metrics_name] {
     context.action = [&context, metrics_name] { return run_metrics(context, *metrics_name); };
   });

@@ -12,6 +12,7 @@
 #include "cli/command.h"
 #include "daemon/config.h"
 #include "daemon/pool_config.h"
+#include "hugemem/mounts.h"
 #include "hugemem/pool.h"
 
 namespace hugepin::cli {
@@ -141,7 +142,15 @@ void add_pool_commands(CLI::App& app, Context& context) {
       uint64_t page_size = page_size_value(set_args->page_size);
       if (page_size < 2 * kMiB) throw UsageError("--pagesize must be 2M or 1G for the hugepage pool");
       check_pool_target(read_pool(context.os()), set_args->node, page_size);
-      std::vector<PoolChange> changes = set_pool(context.os(), size_value(set_args->size), set_args->node, page_size);
+      const uint64_t bytes = size_value(set_args->size);
+      // A pool larger than the machine is a typo (18446744073709551615 once asked 4,398,046,511,104
+      // pages of every node): refused before anything is written.
+      const uint64_t memory = read_meminfo_bytes(context.os(), "MemTotal");
+      if (memory != 0 && bytes > memory) {
+        throw UsageError(cat("SIZE ", set_args->size, " (", format_bytes(bytes), ") is more than this machine's memory (",
+                             format_bytes(memory), " in /proc/meminfo)"));
+      }
+      std::vector<PoolChange> changes = set_pool(context.os(), bytes, set_args->node, page_size);
       print_changes(changes);
       if (std::string shortfall = shortfall_message(changes); !shortfall.empty()) throw Error(shortfall);
       return 0;

@@ -1,8 +1,11 @@
 #include "cli/command.h"
 
+#include <cmath>
+#include <cstdlib>
 #include <iostream>
 
 #include "base/size.h"
+#include "hugemem/naming.h"
 
 namespace hugepin::cli {
 
@@ -41,6 +44,30 @@ CLI::Validator page_size_validator(bool allow_auto) {
 uint64_t page_size_value(const std::string& text) {
   if (text == "auto") return 0;
   return size_value(text);
+}
+
+CLI::Validator finite_range(double min, double max) {
+  return CLI::Validator(
+      [min, max](std::string& text) -> std::string {
+        char* end = nullptr;
+        const double value = std::strtod(text.c_str(), &end);
+        if (text.empty() || end == nullptr || *end != '\0' || !std::isfinite(value)) {
+          return cat("'", text, "' is not a finite number");
+        }
+        if (value < min || value > max) return cat("'", text, "' is not in [", min, ", ", max, "]");
+        return "";
+      },
+      cat("NUMBER in [", min, ", ", max, "]"));
+}
+
+CLI::Validator arena_name_validator() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        if (is_valid_arena_name(text)) return "";
+        return cat("'", text, "' is not an arena name: use 1-", kMaxArenaNameLength,
+                   " letters, digits, '.', '_' or '-', not starting with '.'");
+      },
+      "NAME");
 }
 
 void print_json(const Json& json) { std::cout << json.dump(2) << "\n"; }

@@ -59,6 +59,13 @@ CLI::Validator page_size_validator(bool allow_auto);
 // 0 for "auto", else the page size in bytes.
 uint64_t page_size_value(const std::string& text);
 
+// A CLI11 validator for a number of seconds (or any real) from `min` to `max`: NaN and the
+// infinities are refused by name (CLI::Range lets NaN through: no comparison with it is true).
+CLI::Validator finite_range(double min, double max);
+
+// A CLI11 validator for arena names (hugemem/naming.h): `metrics ../../x` is bad usage, exit 2.
+CLI::Validator arena_name_validator();
+
 // Prints `json` to stdout, indented, with a final newline.
 void print_json(const Json& json);
 

@@ -2,8 +2,10 @@
 
 #include <ctime>
 
+#include "base/file_locks.h"
 #include "base/size.h"
 #include "base/table.h"
+#include "hugemem/arena.h"
 
 namespace hugepin::cli {
 namespace {
@@ -55,24 +57,54 @@ std::string scheduler_line(const ArenaSnapshot& s) {
              ", rejected ", f.reports_rejected, s.scheduler.consistent ? "" : " (read mid-write)");
 }
 
-std::string ranks_table(const ArenaSnapshot& s, const std::vector<double>* rates, int64_t now_ns) {
+const ShimHolder* holder_of(const ShimHoldersByArena& holders, const std::string& arena, uint32_t rank) {
+  auto by_arena = holders.find(arena);
+  if (by_arena == holders.end()) return nullptr;
+  auto it = by_arena->second.find(rank);
+  return it == by_arena->second.end() ? nullptr : &it->second;
+}
+
+// A rank a process holds through the shim shows that process, where no live worker holds it.
+std::string ranks_table(const ArenaSnapshot& s, const std::vector<double>* rates, const ShimHoldersByArena& holders,
+                        int64_t now_ns) {
   Table table({"RANK", "TP", "PP", "NODE ASKED", "NODE", "PAGE", "BYTES", "PINNED", "PID", "ALIVE", "STATE",
                "HEARTBEAT", "TAKEOVERS", "RING", "POSTED", "REPORTS/s"},
               std::vector<Table::Align>(16, Table::Align::kRight));
+  std::string notes;
   for (size_t i = 0; i < s.ranks.size(); ++i) {
     const RankSnapshot& r = s.ranks[i];
+    const ShimHolder* shim = r.status.alive ? nullptr : holder_of(holders, s.name, r.rank);
     table.add_row({std::to_string(r.rank), std::to_string(r.tp_rank), std::to_string(r.pp_rank),
                    node_text(r.node_requested), r.node_obtained < 0 ? "?" : std::to_string(r.node_obtained),
-                   page_size_name(r.page_size), format_bytes(r.bytes), format_bytes(r.status.pinned_bytes),
-                   r.status.pid == 0 ? "-" : std::to_string(r.status.pid), alive_text(r.status.pid, r.status.alive),
-                   std::string(rank_state_name(r.status.state)), age_text(r.status.heartbeat_ns, now_ns),
-                   std::to_string(r.status.takeovers), cat(r.ring_depth, "/", r.ring_capacity),
-                   std::to_string(r.reports_posted), rates != nullptr ? fixed((*rates)[i], 0) : "-"});
+                   page_size_name(r.page_size), format_bytes(r.bytes),
+                   format_bytes(shim != nullptr ? shim->pinned_bytes : r.status.pinned_bytes),
+                   shim != nullptr ? std::to_string(shim->pid) : r.status.pid == 0 ? "-" : std::to_string(r.status.pid),
+                   shim != nullptr ? "yes" : alive_text(r.status.pid, r.status.alive),
+                   shim != nullptr ? "shim" : std::string(rank_state_name(r.status.state)),
+                   age_text(r.status.heartbeat_ns, now_ns), std::to_string(r.status.takeovers),
+                   cat(r.ring_depth, "/", r.ring_capacity), std::to_string(r.reports_posted),
+                   rates != nullptr ? fixed((*rates)[i], 0) : "-"});
+    if (shim != nullptr) {
+      notes += cat("  rank ", r.rank, " is held through the LD_PRELOAD shim by pid ", shim->pid, " (", shim->program,
+                   ", uid ", shim->uid, "): ", shim->allocations, shim->allocations == 1 ? " allocation, " : " allocations, ",
+                   format_bytes(shim->bytes_given), " given, ", format_bytes(shim->pinned_bytes), " pinned\n");
+    }
   }
-  return table.render();
+  return table.render() + notes;
 }
 
-Json rank_json(const RankSnapshot& r, const std::vector<double>* rates, size_t index, int64_t now_ns) {
+Json shim_json(const ShimHolder* shim) {
+  if (shim == nullptr) return nullptr;
+  return {{"pid", shim->pid},
+          {"program", shim->program},
+          {"uid", shim->uid},
+          {"allocations", shim->allocations},
+          {"bytes_given", shim->bytes_given},
+          {"pinned_bytes", shim->pinned_bytes}};
+}
+
+Json rank_json(const RankSnapshot& r, const std::vector<double>* rates, size_t index, const ShimHolder* shim,
+               int64_t now_ns) {
   Json heartbeat_age = nullptr;
   if (r.status.heartbeat_ns > 0 && now_ns >= r.status.heartbeat_ns) {
     heartbeat_age = static_cast<double>(now_ns - r.status.heartbeat_ns) / 1e9;
@@ -95,6 +127,7 @@ Json rank_json(const RankSnapshot& r, const std::vector<double>* rates, size_t i
           {"takeovers", r.status.takeovers},
           {"heartbeat_age_seconds", heartbeat_age},
           {"pinned_bytes", r.status.pinned_bytes},
+          {"shim", shim_json(shim)},
           {"ring",
            {{"capacity", r.ring_capacity},
             {"depth", r.ring_depth},
@@ -103,11 +136,14 @@ Json rank_json(const RankSnapshot& r, const std::vector<double>* rates, size_t i
             {"reports_per_second", rate}}}};
 }
 
-Json arena_json(const ArenaSnapshot& s, const std::vector<double>* rates, int64_t now_ns) {
+Json arena_json(const ArenaSnapshot& s, const std::vector<double>* rates, const ShimHoldersByArena& holders,
+                int64_t now_ns) {
   const SegmentHeader& h = s.header;
   const PublishedFigures& f = s.scheduler.figures;
   Json ranks = Json::array();
-  for (size_t i = 0; i < s.ranks.size(); ++i) ranks.push_back(rank_json(s.ranks[i], rates, i, now_ns));
+  for (size_t i = 0; i < s.ranks.size(); ++i) {
+    ranks.push_back(rank_json(s.ranks[i], rates, i, holder_of(holders, s.name, s.ranks[i].rank), now_ns));
+  }
   return {{"name", s.name},
           {"error", nullptr},
           {"segment", {{"path", s.path}, {"bytes", h.segment_bytes}, {"owner_uid", s.owner_uid},
@@ -140,7 +176,23 @@ Json arena_json(const ArenaSnapshot& s, const std::vector<double>* rates, int64_
 
 }  // namespace
 
-std::string inspect_text(const std::vector<InspectEntry>& entries, const RatesByArena& rates, int64_t now_ns) {
+ShimHoldersByArena shim_holders(Os& os, const std::vector<InspectEntry>& entries, const std::vector<ShimTable>& tables,
+                                const ArenaOptions& where) {
+  ShimHoldersByArena holders;
+  for (const InspectEntry& entry : entries) {
+    if (!entry.snapshot) continue;
+    for (const RankSnapshot& rank : entry.snapshot->ranks) {
+      std::optional<ShimHolder> holder = find_shim_holder(tables, entry.name, rank.rank);
+      if (!holder) continue;
+      std::optional<RegionFile> region = find_region(os, entry.name, rank.rank, where);
+      if (region && file_is_locked(os, region->path)) holders[entry.name][rank.rank] = *holder;
+    }
+  }
+  return holders;
+}
+
+std::string inspect_text(const std::vector<InspectEntry>& entries, const RatesByArena& rates,
+                         const ShimHoldersByArena& holders, int64_t now_ns) {
   if (entries.empty()) return "no arenas\n";
   std::string text;
   for (const InspectEntry& entry : entries) {
@@ -150,16 +202,17 @@ std::string inspect_text(const std::vector<InspectEntry>& entries, const RatesBy
       continue;
     }
     text += arena_heading(*entry.snapshot) + "\n" + scheduler_line(*entry.snapshot) + "\n";
-    text += ranks_table(*entry.snapshot, rates_of(rates, entry.name), now_ns);
+    text += ranks_table(*entry.snapshot, rates_of(rates, entry.name), holders, now_ns);
   }
   return text;
 }
 
-Json inspect_json(const std::vector<InspectEntry>& entries, const RatesByArena& rates, int64_t now_ns) {
+Json inspect_json(const std::vector<InspectEntry>& entries, const RatesByArena& rates, const ShimHoldersByArena& holders,
+                  int64_t now_ns) {
   Json arenas = Json::array();
   for (const InspectEntry& entry : entries) {
     if (entry.snapshot) {
-      arenas.push_back(arena_json(*entry.snapshot, rates_of(rates, entry.name), now_ns));
+      arenas.push_back(arena_json(*entry.snapshot, rates_of(rates, entry.name), holders, now_ns));
     } else {
       arenas.push_back({{"name", entry.name}, {"error", entry.error}});
     }

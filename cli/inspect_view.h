@@ -8,6 +8,7 @@
 
 #include "cli/command.h"
 #include "ipc/inspect.h"
+#include "shim/shim_registry.h"
 
 namespace hugepin::cli {
 
@@ -15,7 +16,18 @@ namespace hugepin::cli {
 // rates yet (the first sample of --watch, or a single inspect).
 using RatesByArena = std::map<std::string, std::vector<double>>;
 
-std::string inspect_text(const std::vector<InspectEntry>& entries, const RatesByArena& rates, int64_t now_ns);
-Json inspect_json(const std::vector<InspectEntry>& entries, const RatesByArena& rates, int64_t now_ns);
+// The processes that hold ranks through the LD_PRELOAD shim: arena name -> rank -> holder.
+using ShimHoldersByArena = std::map<std::string, std::map<uint32_t, ShimHolder>>;
+
+// Holders from `tables` (shim/shim_registry.h) for the ranks of `entries`, each believed only
+// while the rank's region file is locked (the shim locks what it maps; a table alone could be
+// anyone's claim).
+ShimHoldersByArena shim_holders(Os& os, const std::vector<InspectEntry>& entries, const std::vector<ShimTable>& tables,
+                                const ArenaOptions& where);
+
+std::string inspect_text(const std::vector<InspectEntry>& entries, const RatesByArena& rates,
+                         const ShimHoldersByArena& holders, int64_t now_ns);
+Json inspect_json(const std::vector<InspectEntry>& entries, const RatesByArena& rates, const ShimHoldersByArena& holders,
+                  int64_t now_ns);
 
 }  // namespace hugepin::cli

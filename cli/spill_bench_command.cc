@@ -7,6 +7,7 @@
 #include "base/size.h"
 #include "base/table.h"
 #include "bench/spill_bench.h"
+#include "cli/interruption.h"
 
 namespace hugepin::cli {
 namespace {
@@ -70,8 +71,15 @@ int run_spill(Context& context, const SpillArgs& args) {
   if (options.chunk_bytes == 0 || options.chunk_bytes % (4 * kKiB) != 0) {
     throw UsageError(cat("--chunk ", args.chunk, ": not a non-zero multiple of 4K"));
   }
+  // O_DIRECT moves whole 4 KiB blocks; a request of 3 bytes would never finish.
+  if (options.request_bytes < 4 * kKiB || options.request_bytes % (4 * kKiB) != 0) {
+    throw UsageError(cat("--request ", args.request, ": not a multiple of 4K of at least 4K"));
+  }
   const bool show_progress = isatty(STDERR_FILENO) != 0;
+  // Ctrl-C between runs removes the arena and the file the benchmark made (its destructors).
+  Interruption interruption;
   auto progress = [&](const std::string& line) {
+    interruption.check("benchmarking spill");
     if (show_progress) std::cerr << "\r\033[K  " << line << std::flush;
   };
   bench::SpillBenchReport report = bench::run_spill_bench(context.os(), options, progress);

@@ -44,7 +44,7 @@ std::string region_path(const test::TestArena& arena, uint32_t rank) {
 // Fills rank 0's region with the test pattern from a worker process.
 void fill_rank0(const test::TestArena& arena) {
   REQUIRE(test::run_in_child([&] {
-            RankAttachment worker = RankAttachment::attach(real_os(), arena.name(), 0, 0);
+            RankAttachment worker = test::attach_rank(arena, 0, 0);
             fill_pattern(worker.region().data(), worker.region().size(), kSeed);
             worker.detach();
             return true;

@@ -171,6 +171,8 @@ DaemonConfig resolve_config(const LoadedOptions& loaded, const char* runtime_dir
                             "' does not exist: only root and arena owners may use hugepind, and new arenas are 0600"));
   }
   config.max_connections = static_cast<int>(o.integer(Option::kMaxConnections));
+  config.max_connections_per_uid = static_cast<int>(o.integer(Option::kMaxConnectionsPerUid));
+  config.reserved_connections = static_cast<int>(o.integer(Option::kReservedConnections));
   config.request_timeout_ns = o.duration_ns(Option::kRequestTimeout);
   config.max_request_bytes = o.size(Option::kMaxRequestBytes);
   config.arena_prefix = o.text(Option::kArenaPrefix);

@@ -58,6 +58,8 @@ struct DaemonConfig {
   std::string group_name;        // as configured ("" for none)
   std::optional<gid_t> group;    // nullopt: no such group (warned) or none configured
   int max_connections = 256;
+  int max_connections_per_uid = 32;
+  int reserved_connections = 16;
   int64_t request_timeout_ns = 0;
   uint64_t max_request_bytes = 0;
   std::string arena_prefix;

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "base/error.h"
+#include "base/trusted_file.h"
 
 namespace hugepin::daemon {
 namespace {
@@ -54,14 +55,18 @@ ConfigFile parse_config_text(std::string_view text, const std::string& path) {
 }
 
 ConfigFile read_config_file(Os& os, const std::string& path, bool missing_ok) {
+  // Whoever names the file (a flag, HUGEPIN_CONFIG), it is opened as base/trusted_file.h says:
+  // a link, a FIFO or /dev/zero is refused at once, a huge file before it is read.
   std::string text;
-  int rc = os.read_data_file(path, &text);
-  if (rc == -ENOENT && missing_ok) {
+  try {
+    text = read_trusted_file(os, user_named(path), {FileType::kRegular, FileOwners::kTrusted, "configuration file"},
+                             kMaxConfigBytes);
+  } catch (const Error& error) {
+    if (error.errno_value() != ENOENT || !missing_ok) throw;
     ConfigFile file;
     file.path = path;
     return file;
   }
-  if (rc < 0) throw_errno(cat("cannot read configuration file ", path), -rc);
   return parse_config_text(text, path);
 }
 

@@ -8,6 +8,7 @@
 // option then refuses by name. What the keys mean is daemon/config.h's business.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -37,8 +38,13 @@ struct ConfigFile {
 // section.
 ConfigFile parse_config_text(std::string_view text, const std::string& path);
 
-// Reads and parses `path`. A missing file is an empty ConfigFile (found = false) when
-// `missing_ok`, else an Error; any other read failure is an Error naming the file.
+// The longest configuration file read: a real one is a few kilobytes.
+inline constexpr uint64_t kMaxConfigBytes = 1024 * 1024;
+
+// Reads and parses `path`, opened as base/trusted_file.h says (a link, a FIFO, a device, another
+// user's or a world-writable file is refused; more than kMaxConfigBytes is not read). A missing
+// file is an empty ConfigFile (found = false) when `missing_ok`, else an Error; any other read
+// failure is an Error naming the file.
 ConfigFile read_config_file(Os& os, const std::string& path, bool missing_ok);
 
 }  // namespace hugepin::daemon

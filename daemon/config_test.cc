@@ -145,7 +145,7 @@ TEST_CASE("unknown keys, shim keys and 'config' in the file are errors") {
 TEST_CASE("a missing default file means defaults; a missing named file is an error") {
   std::map<std::string, std::string> env{{"HUGEPIN_CONFIG", "/nonexistent/hugepind.conf"}};
   CHECK(error_of([&] { load_options(real_os(), {}, map_source(env)); })
-            .find("cannot read configuration file /nonexistent/hugepind.conf") == 0);
+            .find("cannot open configuration file /nonexistent/hugepind.conf") == 0);
   std::map<std::string, std::string> none;
   // The default path: on this machine it may or may not exist; when it does not, no error.
   if (access("/etc/hugepin/hugepind.conf", F_OK) != 0) {

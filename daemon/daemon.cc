@@ -27,6 +27,7 @@
 #include "daemon/notify.h"
 #include "daemon/protocol.h"
 #include "daemon/quarantine.h"
+#include "daemon/refusal_log.h"
 #include "daemon/reaper.h"
 #include "daemon/server.h"
 #include "hugemem/arena.h"
@@ -61,7 +62,14 @@ std::string mode_text(mode_t mode) {
 double seconds(int64_t nanos) { return static_cast<double>(nanos) / 1e9; }
 
 ServerLimits limits_of(const DaemonConfig& config) {
-  return {static_cast<size_t>(config.max_connections), config.request_timeout_ns, config.max_request_bytes};
+  ServerLimits limits;
+  limits.max_connections = static_cast<size_t>(config.max_connections);
+  limits.idle_timeout_ns = config.request_timeout_ns;
+  limits.max_request_bytes = config.max_request_bytes;
+  limits.max_connections_per_uid = static_cast<size_t>(config.max_connections_per_uid);
+  limits.reserved_connections = static_cast<size_t>(config.reserved_connections);
+  limits.privileged_group = config.group;
+  return limits;
 }
 
 ReaperOptions reaper_options_of(const DaemonConfig& config) {
@@ -148,10 +156,15 @@ class Daemon final : public RequestHandler {
   std::optional<std::string> handle(ConnectionId id, const PeerCredentials& peer, std::string_view line) override;
   void refused(const PeerCredentials& peer, std::string_view why) override {
     ++requests_refused_;
-    log::warn(cat("refused pid ", peer.pid, " uid ", peer.uid, ": ", why));
+    log_refusal(peer, cat("refused pid ", peer.pid, " uid ", peer.uid, ": ", why));
   }
 
  private:
+  // A client's refusals and bad requests, at most one line per uid per 10 s (daemon/refusal_log.h).
+  void log_refusal(const PeerCredentials& peer, std::string_view line) {
+    if (std::optional<std::string> text = refusals_.note(peer.uid, line, monotonic_now())) log::warn(*text);
+  }
+
   void start();
   void loop();
   void finish();
@@ -205,6 +218,7 @@ class Daemon final : public RequestHandler {
   uint64_t requests_ok_ = 0;
   uint64_t requests_failed_ = 0;
   uint64_t requests_refused_ = 0;
+  RefusalLog refusals_;
   uint64_t ranks_marked_dead_ = 0;
   uint64_t arenas_expired_ = 0;
   uint64_t stale_removed_ = 0;
@@ -477,7 +491,7 @@ std::optional<std::string> Daemon::handle(ConnectionId id, const PeerCredentials
     request = parse_request(line);
   } catch (const ProtocolError& error) {
     ++requests_failed_;
-    log::warn(cat("bad request from pid ", peer.pid, " uid ", peer.uid, ": ", error.what()));
+    log_refusal(peer, cat("bad request from pid ", peer.pid, " uid ", peer.uid, ": ", error.what()));
     return reply_line(error_reply(error.what()));
   }
   const bool names_arena = request.op == Operation::kDestroy || request.op == Operation::kResize;
@@ -485,7 +499,7 @@ std::optional<std::string> Daemon::handle(ConnectionId id, const PeerCredentials
   const Decision decision = authorize(peer, request.op, request.name, owner, config_.group);
   if (!decision.allowed) {
     ++requests_refused_;
-    log::warn(decision.reason);
+    log_refusal(peer, decision.reason);
     return reply_line(error_reply(decision.reason));
   }
   Json reply;
@@ -658,7 +672,9 @@ Json Daemon::status() {
                        {"stale_grace", format_duration(config_.stale_grace_ns)},
                        {"teardown_on_stop", config_.teardown_on_stop},
                        {"metrics_dir", config_.metrics_dir},
-                       {"max_connections", config_.max_connections}};
+                       {"max_connections", config_.max_connections},
+                       {"max_connections_per_uid", config_.max_connections_per_uid},
+                       {"reserved_connections", config_.reserved_connections}};
   return reply;
 }
 

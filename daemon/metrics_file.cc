@@ -3,6 +3,7 @@
 #include <fcntl.h>
 
 #include "base/error.h"
+#include "base/trusted_file.h"
 
 namespace hugepin::daemon {
 namespace {
@@ -51,8 +52,9 @@ void write_metrics_file(Os& os, const std::string& dir, std::string_view text) {
   // A new file, never one found there: the textfile directory may be shared, and a link planted
   // at the temporary name must not make hugepind truncate what it points to.
   os.unlink(temporary);
-  int fd = os.open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0644);
-  if (fd < 0) throw_errno(cat("cannot write metrics file ", temporary), -fd);
+  const int fd = open_trusted(os, user_named(temporary), O_WRONLY | O_CREAT | O_EXCL,
+                              {FileType::kRegular, FileOwners::kTrusted, "metrics file"}, 0644)
+                     .fd.release();
   size_t done = 0;
   while (done < text.size()) {
     ssize_t n = os.pwrite(fd, text.data() + done, text.size() - done, done);

@@ -4,6 +4,7 @@
 #include <set>
 #include <utility>
 
+#include "base/json_keys.h"
 #include "base/size.h"
 #include "hugemem/naming.h"
 #include "ipc/arena_layout.h"
@@ -119,6 +120,9 @@ Request parse_request(std::string_view line) {
   Json object = Json::parse(line, nullptr, /*allow_exceptions=*/false);
   if (object.is_discarded()) refuse("the request is not JSON (send one JSON object per line)");
   if (!object.is_object()) refuse("the request must be a JSON object");
+  if (std::string key = first_duplicate_key(line); !key.empty()) {
+    refuse(cat("'", key, "' is given twice: name each field once"));
+  }
   check_version(object);
   Request request;
   request.op = operation_of(object);

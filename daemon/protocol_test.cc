@@ -59,6 +59,15 @@ TEST_CASE("request_json is what parse_request reads") {
   CHECK(back.node == 0);
 }
 
+// Issue 20, item 8: a key given twice silently took the last value.
+TEST_CASE("a key given twice is refused by name, whichever value would have won") {
+  CHECK(error_of(R"({"version":1,"op":"destroy","name":"kept","name":"victim"})") ==
+        "'name' is given twice: name each field once");
+  CHECK(error_of(R"({"version":1,"op":"create","name":"a","size":1,"ranks":1,"ranks":65536})") ==
+        "'ranks' is given twice: name each field once");
+  CHECK(error_of(R"({"version":1,"version":1,"op":"list"})") == "'version' is given twice: name each field once");
+}
+
 TEST_CASE("garbage, wrong shapes and unknown things are refused by name") {
   CHECK(error_of("hello") == "the request is not JSON (send one JSON object per line)");
   CHECK(error_of("{\"version\":1,") == "the request is not JSON (send one JSON object per line)");

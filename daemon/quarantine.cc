@@ -11,6 +11,8 @@
 
 #include "base/error.h"
 #include "base/file_status.h"
+#include "base/trusted_file.h"
+#include "base/unique_fd.h"
 #include "hugemem/arena.h"
 #include "hugemem/naming.h"
 #include "ipc/control_segment.h"
@@ -22,6 +24,9 @@ namespace {
 constexpr std::string_view kDataSubdir = "data";
 
 constexpr std::string_view kReasonFile = "reason";
+// hugepind writes the reason itself: anything else found there (a link, a FIFO) is refused.
+constexpr FileRule kReasonRule{FileType::kRegular, FileOwners::kTrusted, "quarantine reason"};
+constexpr uint64_t kMaxReasonBytes = 64 * 1024;
 constexpr std::string_view kSegmentFile = "control-segment";
 
 std::string utc_stamp(int64_t realtime_ns) {
@@ -75,10 +80,9 @@ void write_reason(Os& os, const QuarantineEntry& entry, const std::vector<std::s
   for (const std::string& line : entry.moved) text += cat("moved: ", line, "\n");
   for (const std::string& line : failures) text += cat("not moved: ", line, "\n");
   const std::string path = cat(entry.path, "/", kReasonFile);
-  int fd = os.open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, 0600);
-  if (fd < 0) throw_errno(cat("cannot write ", path), -fd);
-  ssize_t n = os.pwrite(fd, text.data(), text.size(), 0);
-  os.close(fd);
+  UniqueFd file = open_trusted(os, user_named(path), O_WRONLY | O_CREAT | O_TRUNC, kReasonRule, 0600).fd;
+  ssize_t n = os.pwrite(file.get(), text.data(), text.size(), 0);
+  file.close();
   if (n != static_cast<ssize_t>(text.size())) throw_errno(cat("cannot write ", path), n < 0 ? static_cast<int>(-n) : EIO);
 }
 
@@ -178,7 +182,12 @@ std::vector<QuarantineEntry> list_quarantine(Os& os, std::string_view prefix) {
     entry.name = name;
     entry.path = cat(quarantine_index_dir(), "/", name);
     std::string text;
-    if (os.read_data_file(cat(entry.path, "/", kReasonFile), &text) == 0) {
+    try {
+      text = read_trusted_file(os, {entry.path, std::string(kReasonFile)}, kReasonRule, kMaxReasonBytes);
+    } catch (const Error& error) {
+      entry.reason = error.errno_value() == kRefusedErrno ? error.what() : "";  // a planted reason says so
+    }
+    if (!text.empty()) {
       entry.reason = first_line(text);
       std::string_view rest(text);
       while (!rest.empty()) {

@@ -21,14 +21,14 @@ namespace {
 // cannot be opened: as when hugepind runs out of descriptors right after taking the lock.
 class FailAfterLockOs final : public test::ForwardingOs {
  public:
-  FailAfterLockOs(Os& target, std::string path) : ForwardingOs(target), path_(std::move(path)) {}
+  FailAfterLockOs(Os& target, const std::string& path) : ForwardingOs(target), name_(path.substr(path.rfind('/') + 1)) {}
   int flock(int fd, int operation) override {
     if (armed && operation == (LOCK_EX | LOCK_NB)) failing_ = true;
     return ForwardingOs::flock(fd, operation);
   }
-  int open(const std::string& path, int flags, mode_t mode) override {
-    if (failing_ && path == path_) return -EMFILE;
-    return ForwardingOs::open(path, flags, mode);
+  int openat(int dir_fd, const std::string& name, int flags, mode_t mode) override {
+    if (failing_ && name == name_) return -EMFILE;
+    return ForwardingOs::openat(dir_fd, name, flags, mode);
   }
   void disarm() {
     armed = false;
@@ -37,7 +37,7 @@ class FailAfterLockOs final : public test::ForwardingOs {
   bool armed = false;
 
  private:
-  std::string path_;
+  std::string name_;  // the segment's file name in /dev/shm
   bool failing_ = false;
 };
 

@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <utility>
@@ -12,6 +13,7 @@
 #include "base/error.h"
 #include "base/file_status.h"
 #include "base/log.h"
+#include "base/trusted_file.h"
 #include "daemon/protocol.h"
 
 namespace hugepin::daemon {
@@ -46,13 +48,18 @@ std::optional<ino_t> inode_of(Os& os, const std::string& path) {
 // Takes the lock file of `path`, writing this process's pid into it.
 UniqueFd take_lock(Os& os, const std::string& path) {
   const std::string lock_path = path + ".lock";
-  int fd = os.open(lock_path, O_RDWR | O_CREAT, 0644);
-  if (fd < 0) throw_errno(cat("cannot open lock file ", lock_path), -fd);
-  UniqueFd lock(os, fd);
+  // The socket's directory may be shared: a link or FIFO planted at the lock's name is refused.
+  const FileRule rule{FileType::kRegular, FileOwners::kTrusted, "lock file"};
+  TrustedFile file = open_trusted(os, user_named(lock_path), O_RDWR | O_CREAT, rule, 0644);
+  const int fd = file.fd.get();
   if (int rc = os.flock(fd, LOCK_EX | LOCK_NB); rc < 0) {
     if (rc != -EWOULDBLOCK) throw_errno(cat("cannot lock ", lock_path), -rc);
     std::string holder;
-    os.read_data_file(lock_path, &holder);
+    try {
+      holder = read_opened_file(os, file, lock_path, rule, 64);
+    } catch (const Error&) {
+      // A pid that cannot be read back is left out of the message.
+    }
     while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
     throw Error(cat("another hugepind", holder.empty() ? "" : cat(" (pid ", holder, ")"), " serves ", path,
                     " (lock ", lock_path, ")"), EBUSY);
@@ -60,7 +67,7 @@ UniqueFd take_lock(Os& os, const std::string& path) {
   const std::string pid = cat(getpid(), "\n");
   os.ftruncate(fd, 0);
   os.pwrite(fd, pid.data(), pid.size(), 0);
-  return lock;
+  return std::move(file.fd);
 }
 
 }  // namespace
@@ -225,8 +232,7 @@ void RequestServer::accept_all(int64_t now_ns, RequestHandler& handler) {
       return;
     }
     UniqueFd connection_fd(*os_, fd);
-    if (connections_.size() >= limits_.max_connections) {
-      const std::string why = cat("busy: ", connections_.size(), " connections already (HUGEPIN_MAX_CONNECTIONS); retry");
+    if (const std::string why = busy_reason(peer); !why.empty()) {
       const std::string line = reply_line(error_reply(why));
       os_->send(fd, line.data(), line.size());  // a fresh socket's buffer takes one short line
       handler.refused(peer, why);
@@ -238,6 +244,24 @@ void RequestServer::accept_all(int64_t now_ns, RequestHandler& handler) {
     connection.last_activity_ns = now_ns;
     connections_.emplace(next_id_++, std::move(connection));
   }
+}
+
+std::string RequestServer::busy_reason(const PeerCredentials& peer) const {
+  const bool root = peer.uid == 0;
+  const bool member = limits_.privileged_group &&
+                      (peer.gid == *limits_.privileged_group ||
+                       std::find(peer.groups.begin(), peer.groups.end(), *limits_.privileged_group) != peer.groups.end());
+  const size_t reserved = std::min(limits_.reserved_connections, limits_.max_connections / 2);
+  const size_t open_to_all = limits_.max_connections - reserved;
+  if (connections_.size() >= limits_.max_connections || (!root && !member && connections_.size() >= open_to_all)) {
+    return cat("busy: ", connections_.size(), " connections already (HUGEPIN_MAX_CONNECTIONS ", limits_.max_connections,
+               ", of which ", reserved, " are kept for root and the daemon's group); retry");
+  }
+  if (root) return "";
+  size_t held = 0;
+  for (const auto& [id, connection] : connections_) held += connection.peer.uid == peer.uid ? 1 : 0;
+  if (held < limits_.max_connections_per_uid) return "";
+  return cat("busy: uid ", peer.uid, " already holds ", held, " connections (HUGEPIN_MAX_CONNECTIONS_PER_UID); retry");
 }
 
 void RequestServer::read_from(ConnectionId id, Connection& connection, int64_t now_ns, RequestHandler& handler) {

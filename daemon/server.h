@@ -5,6 +5,9 @@
 //
 //   - accept is non-blocking; beyond `max_connections` a client is answered "busy" and closed;
 //     when the process runs out of descriptors, accepting pauses briefly instead of spinning
+//   - one uid holds at most `max_connections_per_uid` connections (root is not limited by it),
+//     and the last `reserved_connections` of `max_connections` are kept for root and members of
+//     `privileged_group`: 2,000 connections of one client no longer lock root out (issue 20)
 //   - a line longer than `max_request_bytes` is answered with an error and the connection closed
 //   - a connection idle for `idle_timeout_ns` (nothing received, nothing sent, no reply pending)
 //     is closed: a client that connects and sends nothing costs a descriptor for that long
@@ -36,6 +39,9 @@ struct ServerLimits {
   size_t max_connections = 256;
   int64_t idle_timeout_ns = 10'000'000'000;
   size_t max_request_bytes = 64 * 1024;
+  size_t max_connections_per_uid = 32;
+  size_t reserved_connections = 16;  // at most half of max_connections are ever kept
+  std::optional<gid_t> privileged_group;
 };
 
 using ConnectionId = uint64_t;
@@ -105,6 +111,8 @@ class RequestServer {
   };
 
   void accept_all(int64_t now_ns, RequestHandler& handler);
+  // Why `peer` may not have one more connection now; "" when it may.
+  std::string busy_reason(const PeerCredentials& peer) const;
   void read_from(ConnectionId id, Connection& connection, int64_t now_ns, RequestHandler& handler);
   void serve_lines(ConnectionId id, Connection& connection, RequestHandler& handler, int64_t now_ns);
   // False when the connection is to be closed.

@@ -4,10 +4,12 @@
 
 #include <doctest/doctest.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -93,6 +95,21 @@ std::string reply_of(RequestServer& server, EchoHandler& handler, int fd, int64_
   }
   return text;
 }
+
+// Hands out the next of `peers` as the credentials of each connection accepted.
+class ChosenPeersOs final : public test::ForwardingOs {
+ public:
+  ChosenPeersOs(Os& target, std::vector<PeerCredentials> peers) : ForwardingOs(target), peers_(std::move(peers)) {}
+  int accept_unix(int listen_fd, PeerCredentials* peer) override {
+    const int fd = ForwardingOs::accept_unix(listen_fd, peer);
+    if (fd >= 0 && next_ < peers_.size()) *peer = peers_[next_++];
+    return fd;
+  }
+
+ private:
+  std::vector<PeerCredentials> peers_;
+  size_t next_ = 0;
+};
 
 struct Fixture {
   test::TempDir dir;
@@ -186,6 +203,86 @@ TEST_CASE("beyond max_connections a client is told busy; idle connections are cl
   take(a, &closed);
   CHECK(closed);
   for (int fd : {a, b, c}) close(fd);
+}
+
+// Issue 20, item 6: 2,000 connections held by one client made root's `status` answer "busy".
+TEST_CASE("one uid's crowd of connections cannot lock root out: a per-uid limit and a reserve") {
+  Fixture f;
+  REQUIRE(chmod(f.dir.path().c_str(), 0755) == 0);
+  ServerLimits limits{8, 10 * kSecond, 128};
+  limits.max_connections_per_uid = 4;
+  limits.reserved_connections = 2;
+  RequestServer server = RequestServer::listen(real_os(), f.path, 0666, std::nullopt, limits);
+  EchoHandler handler;
+  int connected[2];
+  int release[2];
+  REQUIRE(pipe(connected) == 0);
+  REQUIRE(pipe(release) == 0);
+  std::fflush(nullptr);
+  const pid_t crowd = fork();
+  REQUIRE(crowd >= 0);
+  if (crowd == 0) {
+    // uid 65534 takes every connection there is, and holds them until released (or the test ends:
+    // its end of the pipe closes with it).
+    close(connected[0]);
+    close(release[1]);
+    char byte = 0;
+    if (setgroups(0, nullptr) == 0 && setgid(65534) == 0 && setuid(65534) == 0) {
+      for (int i = 0; i < 8; ++i) {
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        sockaddr_un address{};
+        address.sun_family = AF_UNIX;
+        std::strncpy(address.sun_path, f.path.c_str(), sizeof address.sun_path - 1);
+        if (fd >= 0 && connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0) ++byte;
+      }
+    }
+    (void)!write(connected[1], &byte, 1);
+    (void)!read(release[0], &byte, 1);
+    _exit(0);
+  }
+  char made = 0;
+  REQUIRE(read(connected[0], &made, 1) == 1);
+  REQUIRE(made == 8);
+  for (int round = 0; round < 500 && server.connections() + handler.refusals.size() < 8; ++round) pump(server, handler, 0);
+  CHECK(server.connections() == 4);
+  CHECK(handler.refusals.size() == 4);
+  CHECK((!handler.refusals.empty() &&
+         handler.refusals[0] == "busy: uid 65534 already holds 4 connections (HUGEPIN_MAX_CONNECTIONS_PER_UID); retry"));
+  // Root is still answered.
+  int root = connect_to(f.path);
+  send_text(root, "status\n");
+  CHECK(reply_of(server, handler, root, 0) == "{\"version\":1,\"ok\":true,\"echo\":\"status\"}\n");
+  close(root);
+  (void)!write(release[1], &made, 1);
+  int status = 0;
+  waitpid(crowd, &status, 0);
+  for (int fd : {connected[0], connected[1], release[0], release[1]}) close(fd);
+}
+
+TEST_CASE("the last connections are kept for root and the daemon's group") {
+  Fixture f;
+  ServerLimits limits{4, 10 * kSecond, 128};
+  limits.reserved_connections = 2;
+  limits.privileged_group = 4242;
+  ChosenPeersOs os(real_os(), {{1, 1000, 1000, {}}, {2, 1001, 1001, {}}, {3, 1002, 1002, {}}, {4, 1003, 1003, {4242}},
+                               {5, 0, 0, {}}, {6, 1004, 1004, {4242}}});
+  RequestServer server = RequestServer::listen(os, f.path, 0600, std::nullopt, limits);
+  EchoHandler handler;
+  std::vector<int> clients;
+  for (size_t n = 1; n <= 6; ++n) {  // one at a time: the peers are handed out in order
+    clients.push_back(connect_to(f.path));
+    for (int round = 0; round < 500 && server.connections() + handler.refusals.size() < n; ++round) {
+      pump(server, handler, 0);
+    }
+  }
+  // Two strangers fill what is open to all; the third is refused; a member and root take the
+  // reserve; past it, a member is refused too.
+  CHECK(server.connections() == 4);
+  REQUIRE(handler.refusals.size() == 2);
+  CHECK(handler.refusals[0] == "busy: 2 connections already (HUGEPIN_MAX_CONNECTIONS 4, of which 2 are kept for root "
+                               "and the daemon's group); retry");
+  CHECK(handler.refusals[1].rfind("busy: 4 connections already", 0) == 0);
+  for (int fd : clients) close(fd);
 }
 
 TEST_CASE("when accept fails for want of descriptors, accepting pauses and resumes") {

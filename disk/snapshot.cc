@@ -14,6 +14,7 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "base/size.h"
+#include "base/trusted_file.h"
 #include "base/unique_fd.h"
 #include "disk/crc32c.h"
 #include "hugemem/arena.h"
@@ -41,13 +42,14 @@ std::string hex32(uint32_t value) {
 
 // --- files and directories through the Os seam ---
 
+// Files in a snapshot directory are opened as base/trusted_file.h says: a link or FIFO planted in
+// the directory is refused, never followed or waited on.
+constexpr FileRule kSnapshotFileRule{FileType::kRegular, FileOwners::kTrusted, "snapshot file"};
+
 std::string read_whole_file(Os& os, const std::string& path) {
-  int fd = os.open(path, O_RDONLY, 0);
-  if (fd < 0) throw_errno(cat("cannot open ", path), -fd);
-  UniqueFd file(os, fd);
-  struct stat st {};
-  if (int rc = os.fstat(fd, &st); rc < 0) throw_errno(cat("cannot stat ", path), -rc);
-  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  TrustedFile opened = open_trusted(os, user_named(path), O_RDONLY, kSnapshotFileRule);
+  const int fd = opened.fd.get();
+  const uint64_t size = static_cast<uint64_t>(opened.status.st_size);
   if (size > kMaxManifestBytes) throw Error(cat(path, " is ", format_bytes(size), ": too large for a manifest"));
   std::string text(size, '\0');
   for (uint64_t done = 0; done < size;) {
@@ -62,9 +64,8 @@ std::string read_whole_file(Os& os, const std::string& path) {
 
 // Writes `text` to a new file at `path` and syncs it.
 void write_synced_file(Os& os, const std::string& path, std::string_view text) {
-  int fd = os.open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  if (fd < 0) throw_errno(cat("cannot create ", path), -fd);
-  UniqueFd file(os, fd);
+  UniqueFd file = open_trusted(os, user_named(path), O_WRONLY | O_CREAT | O_TRUNC, kSnapshotFileRule, 0600).fd;
+  const int fd = file.get();
   for (uint64_t done = 0; done < text.size();) {
     ssize_t n = os.pwrite(fd, text.data() + done, text.size() - done, done);
     if (n == -EINTR) continue;
@@ -111,10 +112,13 @@ class DirLock {
  public:
   DirLock(Os& os, const std::string& dir, bool exclusive) {
     const std::string path = join(dir, kLockName);
-    int fd = os.open(path, O_RDWR | O_CREAT, 0600);
-    if (fd < 0 && !exclusive) fd = os.open(path, O_RDONLY, 0);  // a load from a read-only copy
-    if (fd < 0) throw_errno(cat("cannot open the lock file ", path), -fd);
-    fd_ = UniqueFd(os, fd);
+    try {
+      fd_ = open_trusted(os, user_named(path), O_RDWR | O_CREAT, kSnapshotFileRule, 0600).fd;
+    } catch (const Error& error) {
+      if (exclusive || error.errno_value() == kRefusedErrno) throw;
+      fd_ = open_trusted(os, user_named(path), O_RDONLY, kSnapshotFileRule).fd;  // a load from a read-only copy
+    }
+    const int fd = fd_.get();
     int rc = os.flock(fd, (exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB);
     if (rc == -EWOULDBLOCK) {
       throw Error(cat("another hugepin ", exclusive ? "save or load" : "save", " is using ", dir, " (", path, " is locked)"),
@@ -192,7 +196,7 @@ void fill_report(SnapshotReport& report, std::string arena, const std::string& d
 // are in flight, then syncs the file.
 RegionManifest save_region(Os& os, const RegionFile& region, const std::string& path, uint64_t generation,
                            const SnapshotOptions& options, Progress& progress, Backend& backend) {
-  MappedRegion mapped = MappedRegion::open(os, region.path, true);  // writable: io_uring pins it
+  MappedRegion mapped = MappedRegion::open(os, region_file_location(region), true);  // writable: io_uring pins it
   std::span<std::byte> memory{mapped.data(), mapped.size()};
   SpillFile file = SpillFile::open(os, path, memory, spill_options(options, options.chunk_bytes, SpillOpen::kCreate));
   if (backend.description.empty()) backend = {file.backend().description, file.backend().fallback};
@@ -236,7 +240,7 @@ struct ChunkMismatch {
 std::vector<ChunkMismatch> load_region(Os& os, const RegionFile& region, const RegionManifest& manifest,
                                        const std::string& path, const SnapshotOptions& options, Progress& progress,
                                        Backend& backend) {
-  MappedRegion mapped = MappedRegion::open(os, region.path, true);
+  MappedRegion mapped = MappedRegion::open(os, region_file_location(region), true);
   std::span<std::byte> memory{mapped.data(), mapped.size()};
   SpillFile file = SpillFile::open(os, path, memory, spill_options(options, manifest.chunk_bytes, SpillOpen::kExisting));
   if (backend.description.empty()) backend = {file.backend().description, file.backend().fallback};

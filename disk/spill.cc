@@ -10,6 +10,7 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "base/size.h"
+#include "base/trusted_file.h"
 
 namespace hugepin {
 namespace {
@@ -32,13 +33,25 @@ struct OpenedFile {
   std::string no_direct;  // why not O_DIRECT
 };
 
+// A spill file lives in a directory others may share: opened as base/trusted_file.h says (no link
+// followed, a regular file of a trusted owner), or -errno of the open itself (EINVAL: no O_DIRECT).
+int open_spill(Os& os, const std::string& path, int flags, mode_t mode, UniqueFd* fd) {
+  try {
+    *fd = open_trusted(os, user_named(path), flags, {FileType::kRegular, FileOwners::kTrusted, "spill file"}, mode).fd;
+    return 0;
+  } catch (const Error& error) {
+    if (error.errno_value() == kRefusedErrno) throw;
+    return -error.errno_value();
+  }
+}
+
 OpenedFile open_file(Os& os, const std::string& path, const SpillOptions& options, SpillIo io) {
   const int flags = options.open == SpillOpen::kCreate ? O_RDWR | O_CREAT : O_RDONLY;
   const std::string verb = options.open == SpillOpen::kCreate ? "cannot open or create" : "cannot open";
   OpenedFile opened;
-  int fd = os.open(path, flags | O_DIRECT, options.mode);
+  int fd = open_spill(os, path, flags | O_DIRECT, options.mode, &opened.fd);
   if (fd >= 0) {
-    opened.fd = UniqueFd(os, fd);
+    fd = opened.fd.get();
     opened.alignment = direct_alignment(os, fd);
     if (opened.alignment != 0) {
       opened.direct = true;
@@ -52,9 +65,9 @@ OpenedFile open_file(Os& os, const std::string& path, const SpillOptions& option
     throw_errno(cat(verb, " spill file ", path), -fd);
   }
   if (io == SpillIo::kUring) throw Error(cat(opened.no_direct, "; HUGEPIN_SPILL_IO=uring requires it"), EINVAL);
-  fd = os.open(path, flags, options.mode);
-  if (fd < 0) throw_errno(cat(verb, " spill file ", path), -fd);
-  opened.fd = UniqueFd(os, fd);
+  if (int rc = open_spill(os, path, flags, options.mode, &opened.fd); rc < 0) {
+    throw_errno(cat(verb, " spill file ", path), -rc);
+  }
   opened.alignment = 1;
   return opened;
 }

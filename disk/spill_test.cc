@@ -96,9 +96,9 @@ using test::contains;
 class NoDirectOs : public test::ForwardingOs {
  public:
   using ForwardingOs::ForwardingOs;
-  int open(const std::string& path, int flags, mode_t mode) override {
+  int openat(int dir_fd, const std::string& name, int flags, mode_t mode) override {
     if ((flags & O_DIRECT) != 0) return -EINVAL;
-    return target_.open(path, flags, mode);
+    return target_.openat(dir_fd, name, flags, mode);
   }
 };
 

@@ -44,11 +44,6 @@ struct PendingRegion {
   RegionReport report;
 };
 
-int make_dir(Os& os, const std::string& dir, mode_t mode) {
-  int rc = os.mkdir(dir, mode);
-  return rc == -EEXIST ? 0 : rc;
-}
-
 void remove_created(Os& os, std::vector<PendingRegion>& pending) {
   std::set<std::string> dirs;
   for (PendingRegion& region : pending) {
@@ -88,17 +83,14 @@ void check_shm_space(Os& os, const std::vector<PendingRegion>& pending) {
 }
 
 // A group-shared arena's directory belongs to its group, or members could not reach its files.
-void share_dir_with_group(Os& os, const std::string& dir, gid_t group) {
-  int fd = os.open(dir, O_RDONLY | O_DIRECTORY, 0);
-  if (fd < 0) throw_errno(cat("cannot open ", dir), -fd);
-  int rc = os.fchown(fd, static_cast<uid_t>(-1), group);
-  if (rc == 0) rc = os.fchmod(fd, 0770);
-  os.close(fd);
-  if (rc < 0) throw_errno(cat("cannot give ", dir, " to group ", group), -rc);
+void share_dir_with_group(Os& os, const TrustedFile& dir, const std::string& path, gid_t group) {
+  int rc = os.fchown(dir.fd.get(), static_cast<uid_t>(-1), group);
+  if (rc == 0) rc = os.fchmod(dir.fd.get(), 0770);
+  if (rc < 0) throw_errno(cat("cannot give ", path, " to group ", group), -rc);
 }
 
 // Creates, sizes, maps and binds one region file (the "reserve" phase).
-void reserve_region(Os& os, PendingRegion& region, const ArenaOptions& options) {
+void reserve_region(Os& os, PendingRegion& region, std::string_view name, const ArenaOptions& options) {
   auto start = Clock::now();
   const uint64_t page_size = region.backing.page_size;
   std::optional<uint64_t> bytes = round_up(region.request.bytes, page_size);
@@ -106,20 +98,26 @@ void reserve_region(Os& os, PendingRegion& region, const ArenaOptions& options) 
     throw Error(cat("rank ", region.request.rank, " asks for ", region.request.bytes,
                     " bytes: more than the ", format_bytes(kMaxRegionBytes), " a region may have"));
   }
-  std::string top = cat(region.backing.root_dir, "/", kDataDirName);
-  if (int rc = make_dir(os, top, 0755); rc < 0) throw_errno(cat("cannot create ", top), -rc);
+  // Every directory on the way is opened without following links and checked (base/trusted_file.h):
+  // under a directory others may write, a link planted in place of the arena's would take its files.
+  const TrustedPath dir = arena_data_location(region.backing.root_dir, name);
+  make_trusted_dir(os, {dir.base, std::string(kDataDirName)}, 0755, kArenaDirRule);
   // Directory and file are made private and opened to the group only once they belong to it:
   // made with group bits, they would be open to the creator's primary group in between.
-  if (int rc = make_dir(os, region.dir, 0700); rc < 0) throw_errno(cat("cannot create ", region.dir), -rc);
-  if (options.group) share_dir_with_group(os, region.dir, *options.group);
+  TrustedFile dir_file = make_trusted_dir(os, dir, 0700, kArenaDirRule);
+  if (options.group) share_dir_with_group(os, dir_file, region.dir, *options.group);
 
   mode_t file_mode = options.group ? (options.mode | 0060) & 0660 : options.mode;
-  int fd = os.open(region.path, O_RDWR | O_CREAT | O_EXCL, file_mode & 0600);
-  if (fd == -EEXIST) {
+  TrustedFile file;
+  try {
+    file = open_trusted(os, dir.child(region_file_name(region.request.rank)), O_RDWR | O_CREAT | O_EXCL, kRegionFileRule,
+                        file_mode & 0600);
+  } catch (const Error& error) {
+    if (error.errno_value() != EEXIST) throw;
     throw Error(cat("region file ", region.path, " already exists: remove the old arena first (hugepin arena destroy ",
-                    std::string_view(region.dir).substr(region.dir.rfind('/') + 1), ")"), EEXIST);
+                    name, ")"), EEXIST);
   }
-  if (fd < 0) throw_errno(cat("cannot create region file ", region.path), -fd);
+  const int fd = file.fd.release();
   region.file_created = true;
   auto fail = [&](std::string_view what, int rc) {
     os.close(fd);
@@ -242,7 +240,7 @@ ArenaReport create_arena(Os& os, std::string_view name, const std::vector<Region
   check_shm_space(os, pending);
 
   try {
-    for (PendingRegion& region : pending) reserve_region(os, region, options);
+    for (PendingRegion& region : pending) reserve_region(os, region, name, options);
 
     // Prefault: one driver thread per node, so nodes fault in parallel; each driver spreads a
     // region over its node's CPUs.
@@ -305,28 +303,51 @@ ArenaReport create_arena(Os& os, std::string_view name, const std::vector<Region
 
 namespace {
 
-std::optional<RegionFile> stat_region(Os& os, const std::string& path, uint32_t rank) {
-  int fd = os.open(path, O_RDONLY, 0);
-  if (fd < 0) return std::nullopt;
-  RegionFile file;
-  file.rank = rank;
-  file.path = path;
-  struct stat st {};
-  if (os.fstat(fd, &st) == 0) {
-    file.bytes = static_cast<uint64_t>(st.st_size);
-    file.owner = st.st_uid;
-    file.mode = st.st_mode & 07777;
-  }
+// A region file as a listing shows it: anyone's, but never through a link, never opened (O_PATH),
+// and only a regular file. nullopt when there is none; a refused one is added to `refused`.
+std::optional<RegionFile> stat_region(Os& os, const std::string& root, std::string_view arena, uint32_t rank,
+                                      std::vector<std::string>* refused) {
+  const TrustedPath where = region_location(root, arena, rank);
+  TrustedFile file;
   try {
-    file.page_size = file_page_size(os, fd, path);
-  } catch (const Error&) {
-    file.page_size = 0;
+    file = open_trusted(os, where, O_PATH, kListedRegionRule);
+  } catch (const Error& error) {
+    if (error.errno_value() == kRefusedErrno && refused != nullptr) refused->push_back(error.what());
+    return std::nullopt;
   }
-  os.close(fd);
-  return file;
+  RegionFile region;
+  region.rank = rank;
+  region.path = where.full();
+  region.root = root;
+  region.bytes = static_cast<uint64_t>(file.status.st_size);
+  region.owner = file.status.st_uid;
+  region.mode = file.status.st_mode & 07777;
+  try {
+    region.page_size = file_page_size(os, file.fd.get(), region.path);
+  } catch (const Error&) {
+    region.page_size = 0;
+  }
+  return region;
+}
+
+// The names in directory `where`, opened as a listing opens it; empty when it is missing or
+// refused (then added to `refused`).
+std::vector<std::string> listed_names(Os& os, const TrustedPath& where, std::vector<std::string>* refused) {
+  std::vector<std::string> names;
+  try {
+    TrustedFile dir = open_trusted(os, where, O_PATH | O_DIRECTORY, kListedArenaDirRule);
+    os.list_dir_at(dir.fd.get(), &names);
+  } catch (const Error& error) {
+    if (error.errno_value() == kRefusedErrno && refused != nullptr) refused->push_back(error.what());
+  }
+  return names;
 }
 
 }  // namespace
+
+TrustedPath region_file_location(const RegionFile& file) {
+  return {file.root, file.path.substr(std::min(file.path.size(), file.root.size() + 1))};
+}
 
 std::vector<std::string> arena_data_roots(Os& os, const ArenaOptions& where) {
   std::vector<std::string> roots;
@@ -339,22 +360,23 @@ std::vector<std::string> arena_data_roots(Os& os, const ArenaOptions& where) {
   return roots;
 }
 
-std::vector<ArenaListing> list_arenas(Os& os, const ArenaOptions& where) {
+std::vector<ArenaListing> list_arenas(Os& os, const ArenaOptions& where, std::vector<std::string>* refused) {
   std::map<std::string, std::vector<RegionFile>> found;
   for (const std::string& root : arena_data_roots(os, where)) {
-    std::string top = cat(root, "/", kDataDirName);
-    std::vector<std::string> arenas;
-    if (os.list_data_dir(top, &arenas) < 0) continue;
-    for (const std::string& arena : arenas) {
+    for (const std::string& arena : listed_names(os, {root, std::string(kDataDirName)}, refused)) {
       if (!is_valid_arena_name(arena)) continue;
+      const TrustedPath dir = arena_data_location(root, arena);
+      try {
+        open_trusted(os, dir, O_PATH | O_DIRECTORY, kListedArenaDirRule);
+      } catch (const Error& error) {
+        if (error.errno_value() == kRefusedErrno && refused != nullptr) refused->push_back(error.what());
+        continue;  // a link or a file where an arena's directory would be: not an arena
+      }
       found[arena];  // an empty arena directory (a crash before any file) is listed too
-      std::string dir = arena_data_dir(root, arena);
-      std::vector<std::string> files;
-      if (os.list_data_dir(dir, &files) < 0) continue;
-      for (const std::string& file : files) {
+      for (const std::string& file : listed_names(os, dir, refused)) {
         std::optional<uint32_t> rank = parse_region_file_name(file);
         if (!rank) continue;
-        if (auto region = stat_region(os, cat(dir, "/", file), *rank)) found[arena].push_back(*region);
+        if (auto region = stat_region(os, root, arena, *rank, refused)) found[arena].push_back(*region);
       }
     }
   }
@@ -371,17 +393,24 @@ std::optional<RegionFile> find_region(Os& os, std::string_view arena, uint32_t r
                                       const ArenaOptions& where) {
   check_arena_name(arena);
   for (const std::string& root : arena_data_roots(os, where)) {
-    std::string path = cat(arena_data_dir(root, arena), "/", region_file_name(rank));
-    if (auto region = stat_region(os, path, rank)) return region;
+    if (auto region = stat_region(os, root, arena, rank, nullptr)) return region;
   }
   return std::nullopt;
 }
 
 MappedRegion open_region(Os& os, std::string_view arena, uint32_t rank, bool writable,
                          const ArenaOptions& where) {
-  std::optional<RegionFile> file = find_region(os, arena, rank, where);
-  if (!file) throw Error(cat("arena '", arena, "' has no region for rank ", rank, " (hugepin arena list)"));
-  return MappedRegion::open(os, file->path, writable);
+  check_arena_name(arena);
+  // The first root that has the file, opened once, as it is checked: a planted file in an earlier
+  // root is refused (and reported), not skipped for a later one.
+  for (const std::string& root : arena_data_roots(os, where)) {
+    try {
+      return MappedRegion::open(os, region_location(root, arena, rank), writable);
+    } catch (const Error& error) {
+      if (error.errno_value() != ENOENT) throw;
+    }
+  }
+  throw Error(cat("arena '", arena, "' has no region for rank ", rank, " (hugepin arena list)"), ENOENT);
 }
 
 size_t destroy_arena(Os& os, std::string_view name, const ArenaOptions& where) {
@@ -389,18 +418,30 @@ size_t destroy_arena(Os& os, std::string_view name, const ArenaOptions& where) {
   size_t removed = 0;
   bool found = false;
   for (const std::string& root : arena_data_roots(os, where)) {
-    std::string dir = arena_data_dir(root, name);
+    // Through descriptors: a link in place of the arena's directory is refused, and what is
+    // removed is the entry in the directory that was checked, whatever happens to the names.
+    TrustedFile top;
+    TrustedFile dir;
+    try {
+      top = open_trusted(os, {root, std::string(kDataDirName)}, O_PATH | O_DIRECTORY, kListedArenaDirRule);
+      dir = open_trusted(os, arena_data_location(root, name), O_PATH | O_DIRECTORY, kListedArenaDirRule);
+    } catch (const Error& error) {
+      if (error.errno_value() == ENOENT) continue;
+      throw;
+    }
+    const std::string dir_path = arena_data_dir(root, name);
     std::vector<std::string> files;
-    if (os.list_data_dir(dir, &files) < 0) continue;
+    if (os.list_dir_at(dir.fd.get(), &files) < 0) continue;
     found = true;
     for (const std::string& file : files) {
       if (!parse_region_file_name(file)) continue;
-      std::string path = cat(dir, "/", file);
-      if (int rc = os.unlink(path); rc < 0 && rc != -ENOENT) throw_errno(cat("cannot remove ", path), -rc);
+      if (int rc = os.unlinkat(dir.fd.get(), file, 0); rc < 0 && rc != -ENOENT) {
+        throw_errno(cat("cannot remove ", dir_path, "/", file), -rc);
+      }
       ++removed;
     }
-    if (int rc = os.rmdir(dir); rc < 0 && rc != -ENOENT) {
-      throw_errno(cat("cannot remove ", dir, rc == -ENOTEMPTY ? " (it holds files hugepin did not create)" : ""),
+    if (int rc = os.unlinkat(top.fd.get(), std::string(name), AT_REMOVEDIR); rc < 0 && rc != -ENOENT) {
+      throw_errno(cat("cannot remove ", dir_path, rc == -ENOTEMPTY ? " (it holds files hugepin did not create)" : ""),
                   -rc);
     }
   }

@@ -59,11 +59,15 @@ std::vector<RegionRequest> split_evenly(uint64_t total_bytes, uint32_t ranks);
 struct RegionFile {
   uint32_t rank = 0;
   std::string path;
+  std::string root;  // the data root it is under: region_location(root, arena, rank) opens it
   uint64_t bytes = 0;
   uint64_t page_size = 0;
   uid_t owner = 0;
   mode_t mode = 0;
 };
+
+// Where `file` is, as base/trusted_file.h opens it: its root as given, the rest checked.
+TrustedPath region_file_location(const RegionFile& file);
 
 struct ArenaListing {
   std::string name;
@@ -74,19 +78,26 @@ struct ArenaListing {
 // when set, every hugetlbfs mount in /proc/mounts, then where.shm_dir.
 std::vector<std::string> arena_data_roots(Os& os, const ArenaOptions& where = {});
 
-// Every arena with region files in a hugetlbfs mount or the shm dir of `where`, by name.
-std::vector<ArenaListing> list_arenas(Os& os, const ArenaOptions& where = {});
+// Every arena with region files in a hugetlbfs mount or the shm dir of `where`, by name. Nothing
+// is opened or followed: directories and files are looked at through O_PATH without following
+// links (base/trusted_file.h, anyone's); a link, FIFO or other non-regular file where an arena
+// directory or region file would be is left out, with one line saying so added to `refused`.
+std::vector<ArenaListing> list_arenas(Os& os, const ArenaOptions& where = {},
+                                      std::vector<std::string>* refused = nullptr);
 
 // The file of one region, or nullopt when the arena has no such rank.
 std::optional<RegionFile> find_region(Os& os, std::string_view arena, uint32_t rank,
                                       const ArenaOptions& where = {});
 
-// Maps region `rank` of `arena`. Throws Error naming the arena and rank when it does not exist.
+// Maps region `rank` of `arena`, the file found under the first data root that has it, opened
+// as MappedRegion::open(TrustedPath) opens it. Throws Error naming the arena and rank when it does
+// not exist (ENOENT), or the refusal when the file found is planted (kRefusedErrno).
 MappedRegion open_region(Os& os, std::string_view arena, uint32_t rank, bool writable,
                          const ArenaOptions& where = {});
 
 // Removes every file and directory of arena `name`; returns how many region files it removed.
-// Throws Error when no arena has that name.
+// Directories are walked without following links; a link where the arena's directory would be
+// is refused. Throws Error when no arena has that name, or one of its files cannot be removed.
 size_t destroy_arena(Os& os, std::string_view name, const ArenaOptions& where = {});
 
 }  // namespace hugepin

@@ -138,7 +138,7 @@ TEST_CASE("a failure at any step removes everything created so far") {
     const char* expect;
   };
   const Case cases[] = {
-      {"open", EACCES, 1, "cannot create region file"},
+      {"create", EACCES, 1, "cannot open region file"},
       {"ftruncate", ENOSPC, 1, "cannot size to"},
       {"mmap", ENOMEM, 1, "cannot map"},
       {"madvise", ENOMEM, 2, "cannot fault in"},

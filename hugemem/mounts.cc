@@ -53,19 +53,22 @@ int mkdir_parents(Os& os, const std::string& dir, mode_t mode) {
 
 }  // namespace
 
-uint64_t read_default_page_size(Os& os) {
+uint64_t read_meminfo_bytes(Os& os, std::string_view field) {
   std::string meminfo;
   if (os.read_file("/proc/meminfo", &meminfo) < 0) return 0;
+  const std::string prefix = cat(field, ":");
   std::istringstream lines(meminfo);
   std::string line;
   while (std::getline(lines, line)) {
-    if (line.rfind("Hugepagesize:", 0) != 0) continue;
-    std::istringstream fields(line.substr(13));
+    if (line.rfind(prefix, 0) != 0) continue;
+    std::istringstream fields(line.substr(prefix.size()));
     uint64_t kib = 0;
     if (fields >> kib) return kib * kKiB;
   }
   return 0;
 }
+
+uint64_t read_default_page_size(Os& os) { return read_meminfo_bytes(os, "Hugepagesize"); }
 
 std::vector<HugetlbfsMount> read_hugetlbfs_mounts(Os& os, uint64_t default_page_size) {
   std::string table = read_kernel_text(os, "/proc/mounts");

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/os.h"
@@ -25,6 +26,10 @@ std::vector<HugetlbfsMount> read_hugetlbfs_mounts(Os& os, uint64_t default_page_
 // The mount to use for `page_size`: /dev/hugepages* first, then the first in /proc/mounts.
 std::optional<HugetlbfsMount> find_hugetlbfs_mount(const std::vector<HugetlbfsMount>& mounts,
                                                    uint64_t page_size);
+
+// A size field of /proc/meminfo in bytes ("MemTotal", "Hugepagesize"; the file says kB); 0 when the
+// file or the field is missing.
+uint64_t read_meminfo_bytes(Os& os, std::string_view field);
 
 // The kernel's default hugepage size, from Hugepagesize in /proc/meminfo (0 when absent).
 uint64_t read_default_page_size(Os& os);

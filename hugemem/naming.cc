@@ -26,6 +26,14 @@ std::string arena_data_dir(std::string_view root_dir, std::string_view arena) {
   return cat(root_dir, "/", kDataDirName, "/", arena);
 }
 
+TrustedPath arena_data_location(std::string_view root_dir, std::string_view arena) {
+  return {std::string(root_dir), cat(kDataDirName, "/", arena)};
+}
+
+TrustedPath region_location(std::string_view root_dir, std::string_view arena, uint32_t rank) {
+  return arena_data_location(root_dir, arena).child(region_file_name(rank));
+}
+
 std::string region_file_name(uint32_t rank) { return cat("rank-", rank); }
 
 std::optional<uint32_t> parse_region_file_name(std::string_view file_name) {

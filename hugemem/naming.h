@@ -11,11 +11,15 @@
 #include <string>
 #include <string_view>
 
+#include "base/trusted_file.h"
+
 namespace hugepin {
 
 inline constexpr std::string_view kDataDirName = "hugepin";
 inline constexpr std::string_view kDefaultShmDir = "/dev/shm";
 inline constexpr size_t kMaxArenaNameLength = 64;
+// Most ranks an arena may have: the CLI's --ranks limit, the planner's tp * pp, the control segment's.
+inline constexpr uint32_t kMaxArenaRanks = 65536;
 
 // True for 1-64 characters of [A-Za-z0-9._-] not starting with '.'.
 bool is_valid_arena_name(std::string_view name);
@@ -31,6 +35,16 @@ std::string control_segment_path(std::string_view arena);  // "/dev/shm/hugepin.
 std::string arena_of_segment_file(std::string_view file_name);
 
 std::string arena_data_dir(std::string_view root_dir, std::string_view arena);
+// How arena files are opened (base/trusted_file.h): to be used (mapped, written, made), or only
+// shown in a listing.
+inline constexpr FileRule kRegionFileRule{FileType::kRegular, FileOwners::kTrusted, "region file"};
+inline constexpr FileRule kListedRegionRule{FileType::kRegular, FileOwners::kAny, "region file"};
+inline constexpr FileRule kArenaDirRule{FileType::kDirectory, FileOwners::kTrusted, "arena directory"};
+inline constexpr FileRule kListedArenaDirRule{FileType::kDirectory, FileOwners::kAny, "arena directory"};
+
+// The same as paths base/trusted_file.h opens: the root as given, the rest checked on the way.
+TrustedPath arena_data_location(std::string_view root_dir, std::string_view arena);
+TrustedPath region_location(std::string_view root_dir, std::string_view arena, uint32_t rank);
 std::string region_file_name(uint32_t rank);
 // The rank of a region file name ("rank-3" -> 3), or nullopt.
 std::optional<uint32_t> parse_region_file_name(std::string_view file_name);

@@ -13,6 +13,7 @@
 
 #include "base/error.h"
 #include "base/size.h"
+#include "hugemem/naming.h"
 
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23  // Linux 5.14
@@ -54,33 +55,25 @@ MappedRegion::MappedRegion(Os& os, std::string path, int fd, void* data, uint64_
                            uint64_t page_size)
     : os_(&os), path_(std::move(path)), fd_(fd), data_(data), size_(size), page_size_(page_size) {}
 
+MappedRegion MappedRegion::open(Os& os, const TrustedPath& where, bool writable) {
+  TrustedFile file = open_trusted(os, where, writable ? O_RDWR : O_RDONLY, kRegionFileRule);
+  return map(os, where.full(), std::move(file), writable);
+}
+
 MappedRegion MappedRegion::open(Os& os, const std::string& path, bool writable) {
-  int fd = os.open(path, writable ? O_RDWR : O_RDONLY, 0);
-  if (fd < 0) throw_errno(cat("cannot open region file ", path), -fd);
-  struct stat st {};
-  if (int rc = os.fstat(fd, &st); rc < 0) {
-    os.close(fd);
-    throw_errno(cat("cannot stat region file ", path), -rc);
-  }
-  uint64_t page_size = 0;
-  try {
-    page_size = file_page_size(os, fd, path);
-  } catch (...) {
-    os.close(fd);
-    throw;
-  }
-  uint64_t size = static_cast<uint64_t>(st.st_size);
-  if (size == 0) {
-    os.close(fd);
-    throw Error(cat("region file ", path, " is empty"));
-  }
+  return open(os, user_named(path), writable);
+}
+
+MappedRegion MappedRegion::map(Os& os, std::string path, TrustedFile file, bool writable) {
+  const uint64_t page_size = file_page_size(os, file.fd.get(), path);
+  const auto size = static_cast<uint64_t>(file.status.st_size);
+  if (size == 0) throw Error(cat("region file ", path, " is empty"));
   void* data = nullptr;
-  int prot = PROT_READ | (writable ? PROT_WRITE : 0);
-  if (int rc = os.mmap(size, prot, MAP_SHARED, fd, 0, &data); rc < 0) {
-    os.close(fd);
+  const int prot = PROT_READ | (writable ? PROT_WRITE : 0);
+  if (int rc = os.mmap(size, prot, MAP_SHARED, file.fd.get(), 0, &data); rc < 0) {
     throw_errno(cat("cannot map region file ", path, " (", format_bytes(size), ")"), -rc);
   }
-  return MappedRegion(os, path, fd, data, size, page_size);
+  return MappedRegion(os, std::move(path), file.fd.release(), data, size, page_size);
 }
 
 MappedRegion::~MappedRegion() { reset(); }

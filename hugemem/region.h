@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "base/os.h"
+#include "base/trusted_file.h"
 
 namespace hugepin {
 
@@ -31,8 +32,14 @@ struct Placement {
 class MappedRegion {
  public:
   MappedRegion() = default;
-  // Maps the file at `path` (MAP_SHARED, its whole size). Throws Error naming the path.
+  // Maps the region file at `where` (MAP_SHARED, its whole size), opened as base/trusted_file.h
+  // says for a file hugepin writes: no link followed on the way, regular, a trusted owner, not
+  // writable by others. Throws Error naming the path (kRefusedErrno for a refused file).
+  static MappedRegion open(Os& os, const TrustedPath& where, bool writable);
+  // The same for a path given whole: only its last component is checked (tests, tools).
   static MappedRegion open(Os& os, const std::string& path, bool writable);
+  // Maps `file`, opened by open_trusted (with O_RDWR when `writable`), for the region at `path`.
+  static MappedRegion map(Os& os, std::string path, TrustedFile file, bool writable);
   // Adopts a mapping and descriptor made by the caller.
   MappedRegion(Os& os, std::string path, int fd, void* data, uint64_t size, uint64_t page_size);
   ~MappedRegion();

@@ -11,6 +11,7 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "base/process.h"
+#include "base/trusted_file.h"
 #include "hugemem/naming.h"
 #include "ipc/arena_lock.h"
 #include "ipc/owner_word.h"
@@ -41,14 +42,17 @@ std::vector<RegionRequest> region_requests(const ArenaLayout& layout) {
   return requests;
 }
 
-std::optional<SegmentFile> stat_segment(Os& os, const std::string& path) {
-  int fd = os.open(path, O_PATH, 0);
-  if (fd < 0) return std::nullopt;
-  struct stat st {};
-  int rc = os.fstat(fd, &st);
-  os.close(fd);
-  if (rc < 0 || !S_ISREG(st.st_mode)) return std::nullopt;
-  return SegmentFile{path, static_cast<uint64_t>(st.st_size), st.st_uid, st.st_gid, st.st_mode & 07777};
+// The control segment of `arena` as a listing shows it: looked at through O_PATH (never opened,
+// never followed), anyone's. nullopt when there is none; a refused one is added to `refused`.
+std::optional<SegmentFile> stat_segment(Os& os, std::string_view arena, std::vector<std::string>* refused) {
+  const TrustedPath where{std::string(kControlSegmentDir), control_segment_name(arena)};
+  try {
+    const struct stat st = open_trusted(os, where, O_PATH, {FileType::kRegular, FileOwners::kAny, "control segment"}).status;
+    return SegmentFile{where.full(), static_cast<uint64_t>(st.st_size), st.st_uid, st.st_gid, st.st_mode & 07777};
+  } catch (const Error& error) {
+    if (error.errno_value() == kRefusedErrno && refused != nullptr) refused->push_back(error.what());
+    return std::nullopt;
+  }
 }
 
 void warn_live_workers(Os& os, std::string_view name) {
@@ -79,10 +83,12 @@ ArenaCreated create_arena_with_control(Os& os, std::string_view name, const Aren
                     " to ", ReportRing::kMaxCapacity));
   }
   const std::string path = control_segment_path(name);
-  if (stat_segment(os, path)) {
+  std::vector<std::string> refused;
+  if (stat_segment(os, name, &refused)) {
     throw Error(cat("arena '", name, "' already exists (control segment ", path,
                     "): destroy it first with hugepin arena destroy ", name), EEXIST);
   }
+  if (!refused.empty()) throw Error(refused.front(), kRefusedErrno);  // a file planted in the segment's place
   ArenaCreated created;
   created.data = create_arena(os, name, region_requests(layout), options, progress);
   try {
@@ -109,20 +115,20 @@ ArenaCreated create_arena_with_control(Os& os, std::string_view name, const Aren
   return created;
 }
 
-std::vector<ArenaEntry> list_arenas_with_control(Os& os, const ArenaOptions& where) {
+std::vector<ArenaEntry> list_arenas_with_control(Os& os, const ArenaOptions& where, std::vector<std::string>* refused) {
   std::map<std::string, ArenaEntry> entries;
   std::vector<std::string> files;
   if (os.list_data_dir(std::string(kControlSegmentDir), &files) == 0) {
     for (const std::string& file : files) {
       std::string arena = arena_of_segment_file(file);
       if (arena.empty()) continue;
-      if (auto segment = stat_segment(os, cat(kControlSegmentDir, "/", file))) {
+      if (auto segment = stat_segment(os, arena, refused)) {
         entries[arena].name = arena;
         entries[arena].control = segment;
       }
     }
   }
-  for (ArenaListing& listing : list_arenas(os, where)) {
+  for (ArenaListing& listing : list_arenas(os, where, refused)) {
     ArenaEntry& entry = entries[listing.name];
     entry.name = listing.name;
     entry.regions = std::move(listing.regions);
@@ -210,18 +216,31 @@ void ArenaControl::release() {
 
 ArenaLayout ArenaControl::layout() const { return segment_layout(segment_.view()); }
 
+// Each step checks the segment afterwards: what a truncated segment gave is zeros, never used.
 size_t ArenaControl::consume(uint32_t rank, std::span<Report> out) {
   const auto max = static_cast<uint32_t>(std::min<size_t>(out.size(), UINT32_MAX));
-  return rings_[rank]->pop_batch(*os_, out.data(), max);
+  const size_t popped = rings_[rank]->pop_batch(*os_, out.data(), max);
+  segment_.check_intact();
+  return popped;
 }
 
 bool ArenaControl::wait_for_reports(int64_t timeout_ns) {
-  return wait_for_any(*os_, segment_.doorbell(), rings_, timeout_ns);
+  const bool woken = wait_for_any(*os_, segment_.doorbell(), rings_, timeout_ns);
+  segment_.check_intact();
+  return woken;
 }
 
-RankStatus ArenaControl::rank_status(uint32_t rank) { return read_rank_status(*os_, segment_.region(rank)); }
+RankStatus ArenaControl::rank_status(uint32_t rank) {
+  RankStatus status = read_rank_status(*os_, segment_.region(rank));
+  segment_.check_intact();
+  return status;
+}
 
-bool ArenaControl::mark_dead_if_gone(uint32_t rank) { return mark_rank_dead_if_gone(*os_, segment_, rank); }
+bool ArenaControl::mark_dead_if_gone(uint32_t rank) {
+  const bool marked = mark_rank_dead_if_gone(*os_, segment_, rank);
+  segment_.check_intact();
+  return marked;
+}
 
 uint64_t bump_generation(ControlSegment& segment) {
   // acq_rel: after the previous adopter's bump; pairs with the acquire load in snapshot_segment.
@@ -243,6 +262,7 @@ bool mark_rank_dead_if_gone(Os& os, ControlSegment& segment, uint32_t rank) {
 
 void ArenaControl::publish(const PublishedFigures& figures) {
   write_scheduler_figures(segment_.scheduler_counters(), figures);
+  segment_.check_intact();
 }
 
 }  // namespace hugepin

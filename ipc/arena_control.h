@@ -58,8 +58,11 @@ struct ArenaEntry {
 };
 
 // Every arena on the machine, by name: control segments in /dev/shm, and data files hugemem finds
-// under `where` (leftovers without a segment included).
-std::vector<ArenaEntry> list_arenas_with_control(Os& os, const ArenaOptions& where = {});
+// under `where` (leftovers without a segment included). Listed as list_arenas lists: nothing is
+// opened or followed, and what is refused (a link or a FIFO named as a segment, ...) is left out
+// with one line each in `refused`.
+std::vector<ArenaEntry> list_arenas_with_control(Os& os, const ArenaOptions& where = {},
+                                                 std::vector<std::string>* refused = nullptr);
 
 struct ArenaDestroyed {
   bool control_removed = false;
@@ -85,6 +88,10 @@ bool mark_rank_dead_if_gone(Os& os, ControlSegment& segment, uint32_t rank);
 // The scheduler's handle on an arena: the one consumer of every rank's ring and the one writer of
 // the scheduler counters. Owns the control segment's mapping; move-only. Gives the role back when
 // destroyed (not in a forked child that inherited it: the role stays with the parent).
+//
+// A segment truncated under the scheduler by another process never kills it (the mapping is
+// guarded: base/truncation_guard.h): consume, wait_for_reports, rank_status, mark_dead_if_gone and
+// publish then throw Error (EIO) naming the segment, and the run stops with that message.
 class ArenaControl {
  public:
   // Maps the control segment of arena `name` read-write and takes the scheduler role: refused

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "hugemem/naming.h"  // kMaxArenaRanks
+
 namespace hugepin {
 
 struct RankLayout {
@@ -29,8 +31,6 @@ struct ArenaLayout {
   std::string plan_json;             // the plan it came from; empty for --size arenas
 };
 
-// Most ranks an arena may have (the CLI's --ranks limit).
-inline constexpr uint32_t kMaxArenaRanks = 65536;
 // Longest plan text a control segment keeps.
 inline constexpr uint64_t kMaxPlanJsonBytes = 16 * 1024 * 1024;
 

@@ -9,6 +9,7 @@
 #include "base/duration.h"
 #include "base/error.h"
 #include "base/file_locks.h"
+#include "base/trusted_file.h"
 
 namespace hugepin {
 
@@ -58,11 +59,16 @@ void ArenaClaimLock::release() noexcept {
 
 std::optional<ArenaDestroyLock> ArenaDestroyLock::try_take(Os& os, std::string_view arena) {
   const std::string path = control_segment_path(arena);
-  const int fd = os.open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC, 0);
-  if (fd == -ENOENT) return std::nullopt;
-  if (fd < 0) throw_errno(cat("cannot open control segment ", path, " to lock arena '", arena, "'"), -fd);
   ArenaDestroyLock lock;
-  lock.fd_ = UniqueFd(os, fd);
+  try {
+    // Whoever destroys the arena must be able to trust its segment: no link, no FIFO to block on.
+    lock.fd_ = open_trusted(os, {std::string(kControlSegmentDir), control_segment_name(arena)}, O_RDONLY,
+                            {FileType::kRegular, FileOwners::kTrusted, "control segment"}).fd;
+  } catch (const Error& error) {
+    if (error.errno_value() == ENOENT) return std::nullopt;
+    throw Error(cat("cannot lock arena '", arena, "': ", error.what()), error.errno_value());
+  }
+  const int fd = lock.fd_.get();
   const int rc = os.flock(fd, LOCK_EX | LOCK_NB);
   if (rc == -EWOULDBLOCK || rc == -EINTR) return std::nullopt;
   if (rc < 0) throw_errno(cat("cannot lock control segment ", path), -rc);

@@ -6,12 +6,14 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 
 #include "base/error.h"
 #include "base/size.h"
+#include "base/trusted_file.h"
 #include "hugemem/naming.h"
 #include "ipc/owner_word.h"
 
@@ -119,18 +121,6 @@ std::string user_name(uid_t uid) {
   return "";
 }
 
-bool in_group(gid_t gid) {
-  if (getegid() == gid) return true;
-  int count = getgroups(0, nullptr);
-  if (count <= 0) return false;
-  std::vector<gid_t> groups(static_cast<size_t>(count));
-  count = getgroups(count, groups.data());
-  for (int i = 0; i < count; ++i) {
-    if (groups[static_cast<size_t>(i)] == gid) return true;
-  }
-  return false;
-}
-
 std::string mode_text(mode_t mode) {
   char text[8];
   std::snprintf(text, sizeof text, "%04o", static_cast<unsigned>(mode & 07777));
@@ -188,7 +178,7 @@ void check_segment_access(std::string_view arena, const struct stat& file, Segme
   if (me == 0 || file.st_uid == me) return;
   const bool writing = access == SegmentAccess::kReadWrite;
   const mode_t group_bits = writing ? 0060 : 0040;
-  if ((file.st_mode & group_bits) == group_bits && in_group(file.st_gid)) return;
+  if ((file.st_mode & group_bits) == group_bits && process_in_group(file.st_gid)) return;
   if (!writing && (file.st_mode & 0004) != 0) return;
   std::string owner = user_name(file.st_uid);
   throw Error(cat("arena '", arena, "' belongs to uid ", file.st_uid, owner.empty() ? "" : cat(" (", owner, ")"),
@@ -201,50 +191,60 @@ void check_segment_access(std::string_view arena, const struct stat& file, Segme
 
 ControlSegment ControlSegment::open(Os& os, std::string_view arena, SegmentAccess access) {
   check_arena_name(arena);
-  return open_file(os, control_segment_path(arena), access, arena);
+  return open_at(os, {std::string(kControlSegmentDir), control_segment_name(arena)}, access, arena);
 }
 
 ControlSegment ControlSegment::open_file(Os& os, const std::string& path, SegmentAccess access, std::string_view arena) {
-  const std::string name = arena.empty() ? path : cat("arena '", arena, "'");
-  // O_PATH needs no permission on the file: the owner and mode are known before access is.
-  int probe = os.open(path, O_PATH, 0);
-  if (probe == -ENOENT) {
+  return open_at(os, user_named(path), access, arena);
+}
+
+ControlSegment ControlSegment::open_at(Os& os, const TrustedPath& where, SegmentAccess access, std::string_view arena) {
+  const std::string path = where.full();
+  const bool writable = access == SegmentAccess::kReadWrite;
+  // Read-only, anyone's segment may be shown; one this process writes must be trusted
+  // (base/trusted_file.h). Either way no link is followed and no FIFO opened.
+  const FileRule rule{FileType::kRegular, writable ? FileOwners::kTrusted : FileOwners::kAny, "control segment"};
+  ControlSegment segment;
+  try {
+    // O_PATH needs no permission on the file: the owner and mode are known before access is.
+    segment.file_ = open_trusted(os, where, O_PATH, rule).status;
+  } catch (const Error& error) {
+    if (error.errno_value() != ENOENT) throw;
+    const std::string name = arena.empty() ? path : cat("arena '", arena, "'");
     throw Error(cat(name, " has no control segment (", path, "): hugepin arena list shows the arenas"), ENOENT);
   }
-  if (probe < 0) throw_errno(cat("cannot open control segment ", path), -probe);
-  ControlSegment segment;
-  int rc = os.fstat(probe, &segment.file_);
-  os.close(probe);
-  if (rc < 0) throw_errno(cat("cannot stat control segment ", path), -rc);
   check_segment_access(arena.empty() ? path : arena, segment.file_, access);
 
-  const bool writable = access == SegmentAccess::kReadWrite;
-  int fd = os.open(path, writable ? O_RDWR : O_RDONLY, 0);
-  if (fd < 0) throw_errno(cat("cannot open control segment ", path), -fd);
-  if (rc = os.fstat(fd, &segment.file_); rc < 0) {
-    os.close(fd);
-    throw_errno(cat("cannot stat control segment ", path), -rc);
-  }
+  TrustedFile file = open_trusted(os, where, writable ? O_RDWR : O_RDONLY, rule);
+  segment.file_ = file.status;
   const auto size = static_cast<uint64_t>(segment.file_.st_size);
   if (size < sizeof(ControlBlock)) {
-    os.close(fd);
     throw Error(cat("control segment ", path, " is ", size, " bytes: too short to hold a control block (truncated?)"));
   }
   void* data = nullptr;
-  if (rc = os.mmap(size, PROT_READ | (writable ? PROT_WRITE : 0), MAP_SHARED, fd, 0, &data); rc < 0) {
-    os.close(fd);
+  if (int rc = os.mmap(size, PROT_READ | (writable ? PROT_WRITE : 0), MAP_SHARED, file.fd.get(), 0, &data); rc < 0) {
     throw_errno(cat("cannot map control segment ", path), -rc);
   }
-  segment.mapping_ = MappedRegion(os, path, fd, data, size, 4 * kKiB);
+  segment.mapping_ = MappedRegion(os, path, file.fd.release(), data, size, 4 * kKiB);
+  segment.guard_ = TruncationGuard(data, size);
   segment.access_ = access;
   try {
     segment.view_ = parse_segment(segment.mapping_.data(), size);
+    segment.check_intact();
   } catch (const LayoutVersionError& error) {
     throw LayoutVersionError(cat(path, ": ", error.what()));
   } catch (const Error& error) {
     throw Error(cat(path, ": ", error.what()), error.errno_value());
   }
   return segment;
+}
+
+void ControlSegment::check_intact() const {
+  if (!guard_.truncated()) return;
+  throw Error(cat("control segment ", path(), " was truncated under this process (another process with write access to it "
+                  "shrank it): its records and rings are gone; stopping (hugepin arena destroy ", view_.header.arena,
+                  " and create it again)"),
+              EIO);
 }
 
 void ControlSegment::require_writable() const {
@@ -290,6 +290,54 @@ RankStatus read_rank_status(Os& os, const RegionRecord& record) {
   status.takeovers = record.takeovers.load(std::memory_order_relaxed);
   status.pinned_bytes = record.pinned_bytes.load(std::memory_order_relaxed);
   return status;
+}
+
+namespace {
+
+// Reads `bytes` at `offset` of `fd` whole, or throws.
+void pread_all(Os& os, int fd, void* data, size_t bytes, uint64_t offset) {
+  size_t done = 0;
+  while (done < bytes) {
+    const ssize_t n = os.pread(fd, static_cast<std::byte*>(data) + done, bytes - done, offset + done);
+    if (n == -EINTR) continue;
+    if (n < 0) throw_errno("cannot read the control segment", static_cast<int>(-n));
+    if (n == 0) throw Error(cat("control segment ends at ", offset + done, " bytes, before its header says (truncated?)"));
+    done += static_cast<size_t>(n);
+  }
+}
+
+// Whole cache-line pairs: a buffer the control block can be read from in place.
+struct alignas(kCacheLinePair) LinePair {
+  std::byte bytes[kCacheLinePair];
+};
+
+}  // namespace
+
+RankRecordReading read_rank_record(Os& os, int fd, uint64_t size, uint32_t rank) {
+  const uint64_t window = std::min<uint64_t>(size, kControlScanBytes);
+  std::vector<LinePair> head((window + kCacheLinePair - 1) / kCacheLinePair);
+  pread_all(os, fd, head.data(), window, 0);
+  const ControlBlock* block = find_control_block(reinterpret_cast<const std::byte*>(head.data()), window);
+  if (block == nullptr) {
+    throw Error(cat("no control block in the first ", format_bytes(kControlScanBytes),
+                    " of the segment: not a hugepin control segment, corrupt, or still being created"));
+  }
+  RankRecordReading reading;
+  reading.header = read_header(*block, size);
+  if (rank >= reading.header.rank_count) {
+    throw Error(cat("rank ", rank, " is outside the arena's ", reading.header.rank_count, " ranks"));
+  }
+  if (block->region_record_bytes != sizeof(RegionRecord)) {
+    throw Error(cat("control segment: region records are ", block->region_record_bytes, " bytes, expected ",
+                    sizeof(RegionRecord)));
+  }
+  check_span("the region records", block->regions_offset, reading.header.rank_count, sizeof(RegionRecord), size);
+  LinePair copy[sizeof(RegionRecord) / kCacheLinePair];
+  pread_all(os, fd, copy, sizeof copy, block->regions_offset + uint64_t{rank} * sizeof(RegionRecord));
+  const auto& record = *reinterpret_cast<const RegionRecord*>(copy);
+  if (record.rank != rank) throw Error(cat("control segment: region record ", rank, " names rank ", record.rank));
+  reading.status = read_rank_status(os, record);
+  return reading;
 }
 
 bool remove_control_segment(Os& os, std::string_view arena) {

@@ -19,6 +19,8 @@
 
 #include "base/error.h"
 #include "base/os.h"
+#include "base/trusted_file.h"
+#include "base/truncation_guard.h"
 #include "hugemem/arena.h"
 #include "hugemem/naming.h"
 #include "hugemem/region.h"
@@ -89,7 +91,11 @@ class ControlSegment {
   ControlSegment() = default;
 
   // Maps control segment `arena` (read-only: PROT_READ on an O_RDONLY descriptor; it cannot
-  // write). Throws Error: no such arena, access refused (check_segment_access), corrupt.
+  // write). The file is opened as base/trusted_file.h says: a link, a FIFO or another non-regular
+  // file is refused, and so, for writing, is a file of an untrusted owner. The mapping is guarded
+  // (base/truncation_guard.h): a segment truncated under this process never kills it, see
+  // check_intact. Throws Error: no such arena (ENOENT), a refused file (kRefusedErrno), access
+  // refused (check_segment_access), corrupt.
   static ControlSegment open(Os& os, std::string_view arena, SegmentAccess access);
   // The same for a segment file at `path` (tests, and images saved for inspection).
   static ControlSegment open_file(Os& os, const std::string& path, SegmentAccess access, std::string_view arena = "");
@@ -104,6 +110,10 @@ class ControlSegment {
   SegmentAccess access() const { return access_; }
   // The segment's descriptor (owned here; for locks: ipc/arena_lock.h).
   int fd() const { return mapping_.fd(); }
+  // Throws Error (EIO) naming the segment once it was found truncated under this process: what
+  // was read from it since is zeros, not the arena. Callers that loop over the segment (the
+  // scheduler, a worker posting reports) call it at each step.
+  void check_intact() const;
 
   // Writable parts. Each throws Error when the segment was opened read-only.
   // REQUIRES: rank < header().rank_count.
@@ -115,8 +125,10 @@ class ControlSegment {
 
  private:
   void require_writable() const;
+  static ControlSegment open_at(Os& os, const TrustedPath& where, SegmentAccess access, std::string_view arena);
 
   MappedRegion mapping_;
+  TruncationGuard guard_;  // after mapping_: dropped before the mapping goes
   struct stat file_ {};
   SegmentAccess access_ = SegmentAccess::kReadOnly;
   ParsedSegment view_;
@@ -139,6 +151,18 @@ struct RankStatus {
 
 // Reads the attachment fields of `record` (acquire) and checks whether its worker is alive.
 RankStatus read_rank_status(Os& os, const RegionRecord& record);
+
+// The header and the attachment of one rank, as read_rank_record copies them.
+struct RankRecordReading {
+  SegmentHeader header;
+  RankStatus status;
+};
+
+// Reads the header and rank `rank`'s record of the segment open at `fd` (`size` bytes) with pread
+// alone: for a process that must not map a file others may truncate and installs no SIGBUS guard
+// (the LD_PRELOAD shim). Checks what parse_segment checks of those parts. Throws Error naming what
+// is wrong (not a segment, another layout version, a rank outside the arena, a short read).
+RankRecordReading read_rank_record(Os& os, int fd, uint64_t size, uint32_t rank);
 
 // --- creation (control_segment_create.cc: Boost.Interprocess) ---
 

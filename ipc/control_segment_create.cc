@@ -16,6 +16,7 @@
 #include "base/error.h"
 #include "base/process.h"
 #include "base/size.h"
+#include "base/trusted_file.h"
 #include "hugemem/naming.h"
 #include "ipc/control_segment.h"
 
@@ -135,15 +136,14 @@ void build(Os& os, bip::managed_shared_memory& segment, uint64_t segment_bytes, 
 }
 
 // Sets the mode (and group) whatever the umask did to Boost's shm_open.
-void set_permissions(Os& os, const std::string& path, const SegmentOptions& options) {
-  int fd = os.open(path, O_RDWR, 0);
-  if (fd < 0) throw_errno(cat("cannot open control segment ", path), -fd);
+void set_permissions(Os& os, std::string_view arena, const SegmentOptions& options) {
+  TrustedFile file = open_trusted(os, {std::string(kControlSegmentDir), control_segment_name(arena)}, O_RDWR,
+                                  {FileType::kRegular, FileOwners::kTrusted, "control segment"});
   int rc = 0;
-  if (options.group) rc = os.fchown(fd, static_cast<uid_t>(-1), *options.group);
+  if (options.group) rc = os.fchown(file.fd.get(), static_cast<uid_t>(-1), *options.group);
   const mode_t mode = options.group ? (options.mode | 0060) & 0660 : options.mode & 0666;
-  if (rc == 0) rc = os.fchmod(fd, mode);
-  os.close(fd);
-  if (rc < 0) throw_errno(cat("cannot set the mode or group of control segment ", path), -rc);
+  if (rc == 0) rc = os.fchmod(file.fd.get(), mode);
+  if (rc < 0) throw_errno(cat("cannot set the mode or group of control segment ", control_segment_path(arena)), -rc);
 }
 
 }  // namespace
@@ -172,7 +172,7 @@ void create_control_segment(Os& os, std::string_view arena, const ArenaLayout& l
     bip::managed_shared_memory segment(bip::create_only, name.c_str(), bytes, nullptr,
                                        bip::permissions(options.mode & 0600));
     try {
-      set_permissions(os, path, options);
+      set_permissions(os, arena, options);
       build(os, segment, bytes, arena, layout, regions, options);
     } catch (...) {
       bip::shared_memory_object::remove(name.c_str());

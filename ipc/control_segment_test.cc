@@ -263,7 +263,7 @@ TEST_CASE("permissions: 0600 for its owner only, 0660 for its group") {
   CHECK(test::run_in_child([&] {
           return as_nobody([&] {
             ControlSegment segment = ControlSegment::open(real_os(), shared.name(), SegmentAccess::kReadWrite);
-            RankAttachment worker = RankAttachment::attach(real_os(), shared.name(), 1, 0);  // maps its region
+            RankAttachment worker = test::attach_rank(shared, 1, 0);  // maps its region
             worker.region().data()[0] = std::byte{1};
             worker.detach();
             return segment.header().rank_count == 2;
@@ -310,6 +310,61 @@ TEST_CASE("destroy says so when a data directory cannot go (it holds a file huge
                  "holds files hugepin did not create"));
   CHECK(exists(dir + "/notes.txt"));
   std::filesystem::remove_all(dir);
+}
+
+// Issue 20, item 5: `truncate -s 0 /dev/shm/hugepin.<arena>` during a run killed the scheduler
+// with SIGBUS. In a child, so that a death shows as a failed test rather than a dead runner.
+TEST_CASE("a segment truncated under the scheduler and a worker stops them with a message; neither dies") {
+  test::TestArena arena("truncated");
+  const int status = test::run_in_child([&] {
+    ArenaControl scheduler = ArenaControl::adopt(real_os(), arena.name());
+    RankAttachment worker = test::attach_rank(arena, 1, 0);
+    if (truncate(control_segment_path(arena.name()).c_str(), 0) != 0) return false;
+    Report out[8];
+    const std::string consumed = error_of([&] { scheduler.consume(0, out); });
+    const std::string published = error_of([&] { scheduler.publish({}); });
+    const std::string posted = error_of([&] { worker.post(ReportKind::kHeartbeat, 1); });
+    const std::string expected = cat("control segment ", control_segment_path(arena.name()), " was truncated under this process");
+    for (const std::string& why : {consumed, published, posted}) {
+      if (!contains(why, expected)) {
+        std::fprintf(stderr, "unexpected: '%s'\n", why.c_str());
+        return false;
+      }
+    }
+    return true;
+  });
+  CHECK(status == 0);  // -1: killed by a signal (SIGBUS)
+}
+
+// Issue 20, item 4: a restarted worker mapped whatever backing path the segment recorded, checking
+// only its size; rewriting rank 1's path made the replacement write into a chosen file.
+TEST_CASE("a worker maps its region by the arena's name, never a path rewritten in the segment") {
+  test::TestArena arena("rewritten");
+  const std::string victim = arena.dir() + "/victim";
+  const uint64_t bytes = arena.created().data.regions[1].bytes;
+  {
+    std::ofstream out(victim);
+    out << std::string(bytes, '\0');
+  }
+  REQUIRE(chmod(victim.c_str(), 0600) == 0);
+  {
+    ControlSegment segment = ControlSegment::open(real_os(), arena.name(), SegmentAccess::kReadWrite);
+    RegionRecord& record = segment.region(1);
+    REQUIRE(victim.size() < sizeof record.backing_path);
+    std::memcpy(record.backing_path, victim.c_str(), victim.size() + 1);
+  }
+  const std::string why = error_of([&] { RankAttachment worker = test::attach_rank(arena, 1, 0); });
+  CHECK(contains(why, cat("the control segment records region file '", victim, "', which is not the rank's file")));
+  std::ifstream in(victim);
+  std::string kept((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CHECK(kept == std::string(bytes, '\0'));
+  // The arena's own file for the rank is still attached by name once the record names it again.
+  {
+    ControlSegment segment = ControlSegment::open(real_os(), arena.name(), SegmentAccess::kReadWrite);
+    const std::string own = arena.created().data.regions[1].path;
+    std::memcpy(segment.region(1).backing_path, own.c_str(), own.size() + 1);
+  }
+  CHECK(test::attach_rank(arena, 1, 0).region().path() == arena.created().data.regions[1].path);
 }
 
 }  // namespace hugepin

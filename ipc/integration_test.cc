@@ -30,10 +30,10 @@ struct Worker {
   int stop = -1;    // write end
 };
 
-[[noreturn]] void worker_main(const std::string& arena, uint32_t tp_rank, uint32_t pp_rank, int posted, int stop) {
+[[noreturn]] void worker_main(const test::TestArena& arena, uint32_t tp_rank, uint32_t pp_rank, int posted, int stop) {
   int code = 1;
   try {
-    RankAttachment attachment = RankAttachment::attach(real_os(), arena, tp_rank, pp_rank);
+    RankAttachment attachment = test::attach_rank(arena, tp_rank, pp_rank);
     std::memset(attachment.region().data(), static_cast<int>(attachment.rank() + 1), attachment.region().size());
     attachment.set_state(RankState::kReady);
     std::vector<Report> batch;
@@ -57,7 +57,7 @@ struct Worker {
   _exit(code);
 }
 
-Worker start_worker(const std::string& arena, uint32_t tp_rank, uint32_t pp_rank, const std::vector<Worker>& earlier) {
+Worker start_worker(const test::TestArena& arena, uint32_t tp_rank, uint32_t pp_rank, const std::vector<Worker>& earlier) {
   int posted[2];
   int stop[2];
   REQUIRE(pipe(posted) == 0);
@@ -122,7 +122,7 @@ TEST_CASE("workers in their own processes: attach, post, drain, inspect, kill, i
   test::TestArena arena("integration", test::small_layout(2, 2), ControlOptions{256});
   ArenaControl scheduler = ArenaControl::adopt(real_os(), arena.name());
   std::vector<Worker> workers;
-  for (uint32_t rank = 0; rank < 4; ++rank) workers.push_back(start_worker(arena.name(), rank % 2, rank / 2, workers));
+  for (uint32_t rank = 0; rank < 4; ++rank) workers.push_back(start_worker(arena, rank % 2, rank / 2, workers));
 
   // Drain while they post (rings of 256 hold a tenth of it: the workers wait on backpressure).
   Drain drain{scheduler};
@@ -192,7 +192,7 @@ TEST_CASE("workers in their own processes: attach, post, drain, inspect, kill, i
   CHECK(scheduler.mark_dead_if_gone(2));
   CHECK(inspect_cli(arena.name())["ranks"][2]["state"] == "dead");
   {
-    RankAttachment replacement = RankAttachment::attach(real_os(), arena.name(), 0, 1);
+    RankAttachment replacement = test::attach_rank(arena, 0, 1);
     CHECK(replacement.took_over());
     CHECK(replacement.region().data()[0] == std::byte{3});  // the data outlived its worker
     json = inspect_cli(arena.name());

@@ -207,7 +207,7 @@ TEST_CASE("the checker refuses what promtool would") {
 TEST_CASE("metrics of live arenas and of an unreadable one form a valid exposition") {
   test::TestArena arena("metrics", test::small_layout(2, 1));
   ArenaControl scheduler = ArenaControl::adopt(real_os(), arena.name());
-  RankAttachment worker = RankAttachment::attach(real_os(), arena.name(), 1, 0);
+  RankAttachment worker = test::attach_rank(arena, 1, 0);
   worker.post(ReportKind::kCopyComplete, 1);
   worker.set_pinned_bytes(8192);
   scheduler.publish(PublishedFigures{5, 1, 2, 0, 10, 1, 40, 2});

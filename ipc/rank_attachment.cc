@@ -9,6 +9,9 @@
 #include "base/log.h"
 #include "base/process.h"
 #include "base/size.h"
+#include "base/trusted_file.h"
+#include "hugemem/arena.h"
+#include "hugemem/naming.h"
 #include "ipc/arena_lock.h"
 #include "ipc/owner_word.h"
 
@@ -46,6 +49,22 @@ uint64_t update_status(RegionRecord& record, RankState state, bool new_generatio
   }
 }
 
+// The region of `rank`, found by the arena's name under the data roots of `where`; `recorded`,
+// the path the segment holds, only picks which of those roots, and must be one of them.
+MappedRegion open_rank_region(Os& os, std::string_view arena, uint32_t rank, std::string_view recorded,
+                              const ArenaOptions& where, const std::string& name) {
+  std::string looked;
+  for (const std::string& root : arena_data_roots(os, where)) {
+    const TrustedPath location = region_location(root, arena, rank);
+    if (location.full() == recorded) return MappedRegion::open(os, location, /*writable=*/true);
+    looked += cat(looked.empty() ? "" : ", ", root);
+  }
+  throw Error(cat(name, ": the control segment records region file '", recorded, "', which is not the rank's file in any ",
+                  "data directory of this arena (", looked, "): refusing it (attach with the directories the arena was ",
+                  "created in)"),
+              kRefusedErrno);
+}
+
 }  // namespace
 
 RankAttachment RankAttachment::attach(Os& os, std::string_view arena, uint32_t tp_rank, uint32_t pp_rank,
@@ -74,11 +93,10 @@ RankAttachment RankAttachment::attach(Os& os, std::string_view arena, uint32_t t
   attachment.ring_ = &attachment.segment_.ring(rank);
   bool status_set = false;
   try {
-    const std::string path(attachment.segment_.view().backing_paths[rank]);
-    attachment.region_ = MappedRegion::open(os, path, /*writable=*/true);
+    attachment.region_ = open_rank_region(os, arena, rank, attachment.segment_.view().backing_paths[rank], options.where, name);
     if (attachment.region_.size() != record.bytes) {
-      throw Error(cat(name, ": region file ", path, " is ", attachment.region_.size(), " bytes, the control segment says ",
-                      record.bytes));
+      throw Error(cat(name, ": region file ", attachment.region_.path(), " is ", attachment.region_.size(),
+                      " bytes, the control segment says ", record.bytes));
     }
     if (replaced != kNoOwner) {
       attachment.took_over_ = true;
@@ -179,11 +197,13 @@ void RankAttachment::post(ReportKind kind, uint64_t value, uint32_t flags) {
 
 void RankAttachment::post_batch(std::span<Report> reports) {
   if (!attached()) throw Error(cat("rank ", rank_, " is not attached: cannot post"));
+  segment_.check_intact();
   stamp(reports);
   size_t posted = 0;
   while (posted < reports.size()) {
     const auto count = static_cast<uint32_t>(std::min<size_t>(reports.size() - posted, ring_->capacity()));
     const uint32_t n = ring_->push_wait(*os_, reports.data() + posted, count, post_timeout_ns_);
+    segment_.check_intact();  // a truncated ring reads as capacity 0: no progress, ever
     posted += n;
     if (n < count) {
       throw Error(cat("the report ring of rank ", rank_, " stayed full for ", post_timeout_ns_ / 1'000'000,
@@ -195,6 +215,7 @@ void RankAttachment::post_batch(std::span<Report> reports) {
 
 size_t RankAttachment::try_post(std::span<Report> reports) {
   if (!attached()) throw Error(cat("rank ", rank_, " is not attached: cannot post"));
+  segment_.check_intact();
   stamp(reports);
   size_t posted = 0;
   while (posted < reports.size()) {
@@ -203,6 +224,7 @@ size_t RankAttachment::try_post(std::span<Report> reports) {
     posted += n;
     if (n < count) break;
   }
+  segment_.check_intact();
   return posted;
 }
 

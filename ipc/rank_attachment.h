@@ -6,6 +6,10 @@
 // holder died is taken over and counted. The attachment is then the one producer of the rank's
 // ring; the scheduler is its one consumer. A worker maps only its own region.
 //
+// A control segment truncated under the worker by another process never kills it (the mapping
+// is guarded, base/truncation_guard.h): post, post_batch, try_post and heartbeat then throw Error
+// (EIO) naming the segment.
+//
 // Thread-safety: one thread at a time per attachment (the ring has one producer). Move-only: it
 // owns the mappings and the rank.
 #pragma once
@@ -18,6 +22,7 @@
 #include <string_view>
 
 #include "base/os.h"
+#include "hugemem/backing.h"
 #include "hugemem/region.h"
 #include "ipc/control_segment.h"
 #include "protocol/report.h"
@@ -27,16 +32,23 @@ namespace hugepin {
 struct AttachOptions {
   // How long a post waits for room in a full ring before it fails with EAGAIN.
   int64_t post_timeout_ns = 1'000'000'000;
+  // Where the arena's data may be (hugetlbfs_dir, shm_dir: what it was created with; every
+  // hugetlbfs mount is looked at too). The rank's region file is found there by the arena's name
+  // and rank, never at a path read from the segment, which anyone who may write it could change.
+  ArenaOptions where;
 };
 
 class RankAttachment {
  public:
   // Opens arena `arena` (its control segment read-write: only its owner, root, or members of its
   // group when it is group-shared), claims rank (tp_rank, pp_rank), maps its region read-write and
-  // posts a kAttach report (value: pid). Throws Error: no such arena or rank, access refused, the
-  // rank held by a live process (EBUSY), the region file missing or not the recorded size, the
-  // ring full past the post timeout (EAGAIN). On failure the rank is left as it was found, except
-  // that a dead holder's claim stays replaced.
+  // posts a kAttach report (value: pid). The region is the arena's file for the rank under one of
+  // options.where's data roots, opened as base/trusted_file.h says; the segment's recorded backing
+  // path must name that same file. Throws Error: no such arena or rank, access refused, the rank
+  // held by a live process (EBUSY), the region file missing, refused, not the one the segment
+  // records (kRefusedErrno) or not the recorded size, the ring full past the post timeout
+  // (EAGAIN). On failure the rank is left as it was found, except that a dead holder's claim stays
+  // replaced.
   static RankAttachment attach(Os& os, std::string_view arena, uint32_t tp_rank, uint32_t pp_rank,
                                const AttachOptions& options = {});
 

@@ -32,7 +32,7 @@ std::vector<Report> drain(ArenaControl& control, uint32_t rank) {
 }
 
 // Forks a child that attaches to (tp_rank, 0) and then dies without detaching (SIGKILL).
-pid_t attach_and_die(const std::string& arena, uint32_t tp_rank) {
+pid_t attach_and_die(const test::TestArena& arena, uint32_t tp_rank) {
   int pipe_fds[2];
   REQUIRE(pipe(pipe_fds) == 0);
   std::fflush(nullptr);
@@ -41,7 +41,7 @@ pid_t attach_and_die(const std::string& arena, uint32_t tp_rank) {
   if (pid == 0) {
     char ok = 0;
     try {
-      RankAttachment attachment = RankAttachment::attach(real_os(), arena, tp_rank, 0);
+      RankAttachment attachment = test::attach_rank(arena, tp_rank, 0);
       ok = 1;
       (void)!write(pipe_fds[1], &ok, 1);
       pause();
@@ -65,7 +65,7 @@ pid_t attach_and_die(const std::string& arena, uint32_t tp_rank) {
 TEST_CASE("a worker attaches to its rank, maps its region and reports it") {
   test::TestArena arena("attach", test::small_layout(2, 2));
   ArenaControl scheduler = ArenaControl::adopt(real_os(), arena.name());
-  RankAttachment worker = RankAttachment::attach(real_os(), arena.name(), 1, 1);
+  RankAttachment worker = test::attach_rank(arena, 1, 1);
   CHECK(worker.rank() == 3);
   CHECK(worker.tp_rank() == 1);
   CHECK(worker.pp_rank() == 1);
@@ -117,7 +117,7 @@ TEST_CASE("a worker attaches to its rank, maps its region and reports it") {
   CHECK(contains(error_of([&] { worker.post(ReportKind::kCopyComplete, 1); }), "is not attached"));
 
   // Attaching again after a clean detach is not a takeover.
-  RankAttachment again = RankAttachment::attach(real_os(), arena.name(), 1, 1);
+  RankAttachment again = test::attach_rank(arena, 1, 1);
   CHECK_FALSE(again.took_over());
   CHECK(again.attach_generation() == 2);
   CHECK(scheduler.rank_status(3).takeovers == 0);
@@ -125,25 +125,25 @@ TEST_CASE("a worker attaches to its rank, maps its region and reports it") {
 
 TEST_CASE("a second live attach to a rank is refused, naming the rank and the holder") {
   test::TestArena arena("second");
-  RankAttachment worker = RankAttachment::attach(real_os(), arena.name(), 0, 0);
-  CHECK(contains(error_of([&] { RankAttachment::attach(real_os(), arena.name(), 0, 0); }),
+  RankAttachment worker = test::attach_rank(arena, 0, 0);
+  CHECK(contains(error_of([&] { test::attach_rank(arena, 0, 0); }),
                  cat("rank 0 (tp 0, pp 0) of arena '", arena.name(), "' is already attached by this process (pid ",
                      getpid(), ")")));
   const std::string expected = cat("rank 0 (tp 0, pp 0) of arena '", arena.name(), "' is attached by live pid ", getpid());
   CHECK(test::run_in_child([&] {
-          return contains(error_of([&] { RankAttachment::attach(real_os(), arena.name(), 0, 0); }), expected);
+          return contains(error_of([&] { test::attach_rank(arena, 0, 0); }), expected);
         }) == 0);
   // The child's refusal changed nothing.
   ControlSegment segment = ControlSegment::open(real_os(), arena.name(), SegmentAccess::kReadOnly);
   CHECK(read_rank_status(real_os(), segment.view().regions[0]).pid == getpid());
-  CHECK(contains(error_of([&] { RankAttachment::attach(real_os(), arena.name(), 2, 0); }),
+  CHECK(contains(error_of([&] { test::attach_rank(arena, 2, 0); }),
                  cat("rank (tp 2, pp 0) is outside arena '", arena.name(), "' (tp 2 x pp 1)")));
 }
 
 TEST_CASE("a rank whose worker died is taken over and counted; the scheduler can mark it dead first") {
   test::TestArena arena("takeover");
   ArenaControl scheduler = ArenaControl::adopt(real_os(), arena.name());
-  pid_t dead = attach_and_die(arena.name(), 1);
+  pid_t dead = attach_and_die(arena, 1);
   // Not yet reaped: a zombie is dead too.
   siginfo_t info{};
   REQUIRE(waitid(P_PID, static_cast<id_t>(dead), &info, WEXITED | WNOWAIT) == 0);
@@ -156,7 +156,7 @@ TEST_CASE("a rank whose worker died is taken over and counted; the scheduler can
   CHECK_FALSE(scheduler.mark_dead_if_gone(0));  // never attached
   REQUIRE(waitpid(dead, nullptr, 0) == dead);
 
-  RankAttachment worker = RankAttachment::attach(real_os(), arena.name(), 1, 0);
+  RankAttachment worker = test::attach_rank(arena, 1, 0);
   CHECK(worker.took_over());
   CHECK(worker.attach_generation() == 2);
   status = scheduler.rank_status(1);
@@ -178,7 +178,7 @@ TEST_CASE("a full ring pushes back: EAGAIN after the post timeout, nothing lost"
   ArenaControl scheduler = ArenaControl::adopt(real_os(), arena.name());
   AttachOptions options;
   options.post_timeout_ns = 1'000'000;
-  RankAttachment worker = RankAttachment::attach(real_os(), arena.name(), 0, 0, options);  // 1 in the ring
+  RankAttachment worker = test::attach_rank(arena, 0, 0, options);  // 1 in the ring
   for (uint64_t job = 1; job <= 3; ++job) worker.post(ReportKind::kCopyComplete, job);
   std::string message = error_of([&] { worker.post(ReportKind::kCopyComplete, 4); });
   CHECK(contains(message, "the report ring of rank 0 stayed full for 1 ms"));
@@ -271,7 +271,7 @@ TEST_CASE("a scheduler asleep on the arena's doorbell wakes for a worker in anot
   REQUIRE(pid >= 0);
   if (pid == 0) {
     try {
-      RankAttachment worker = RankAttachment::attach(real_os(), arena.name(), 2, 0);
+      RankAttachment worker = test::attach_rank(arena, 2, 0);
       worker.detach();
       _exit(0);
     } catch (...) {
@@ -348,7 +348,7 @@ TEST_CASE("claims and a retention destroy exclude each other through the arena's
   if (attacher == 0) {
     destroy.reset();
     // Fails either way once the arena is gone: waiting on the lock, or opening no segment.
-    const std::string why = error_of([&] { RankAttachment::attach(real_os(), arena.name(), 0, 0); });
+    const std::string why = error_of([&] { test::attach_rank(arena, 0, 0); });
     _exit(contains(why, "was destroyed") || contains(why, "cannot open control segment") ? 0 : 1);
   }
   pid_t adopter = fork();

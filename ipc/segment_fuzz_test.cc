@@ -93,7 +93,7 @@ void read_like_the_inspector(const std::byte* image, size_t size, Outcome& outco
 std::vector<std::byte> sample_image(test::TestArena& arena) {
   ArenaControl scheduler = ArenaControl::adopt(real_os(), arena.name());
   const SegmentHeader& header = scheduler.header();
-  RankAttachment worker = RankAttachment::attach(real_os(), arena.name(), header.tp - 1, header.pp - 1);
+  RankAttachment worker = test::attach_rank(arena, header.tp - 1, header.pp - 1);
   for (uint64_t job = 0; job + 4 < header.ring_capacity; ++job) worker.post(ReportKind::kCopyComplete, job);
   Report out[8];
   scheduler.consume(worker.rank(), out);

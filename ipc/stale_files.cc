@@ -13,6 +13,7 @@
 #include "hugemem/arena.h"
 #include "hugemem/naming.h"
 #include "ipc/control_segment.h"
+#include "ipc/inspect.h"
 
 namespace hugepin {
 namespace {
@@ -69,6 +70,8 @@ std::optional<StaleArena> segment_without_data(Os& os, const std::string& arena)
   } catch (const Error&) {
     return std::nullopt;  // unreadable or corrupt: not ours to call stale
   }
+  // The recorded paths are only looked at (no link followed, nothing opened), and can only keep
+  // an arena from being called stale: its data may be in a root this listing does not know.
   for (std::string_view path : segment->view().backing_paths) {
     if (stat_no_follow(os, std::string(path))) return std::nullopt;
   }
@@ -117,20 +120,68 @@ std::optional<StaleArena> stale_arena(Os& os, const std::string& arena, const st
   return stale;
 }
 
-}  // namespace
-
-std::string_view stale_kind_name(StaleKind kind) {
-  return kind == StaleKind::kDataWithoutSegment ? "data-without-segment" : "segment-without-data";
+// Arena `arena` when its every role is held by dead processes and at least one is held at all.
+std::optional<StaleArena> orphaned_arena(Os& os, const std::string& arena, const ArenaOptions& where, int64_t now_ns) {
+  ArenaSnapshot snapshot;
+  try {
+    snapshot = inspect_arena(os, arena);
+  } catch (const Error&) {
+    return std::nullopt;  // unreadable or corrupt: not ours to call orphaned
+  }
+  if (snapshot.creator_alive || snapshot.scheduler_alive) return std::nullopt;
+  bool held_by_the_dead = snapshot.scheduler_pid != 0;  // a scheduler gives its role back when it stops
+  StaleArena orphan;
+  orphan.arena = arena;
+  orphan.kind = StaleKind::kOrphaned;
+  orphan.paths.push_back(snapshot.path);
+  orphan.owner = snapshot.owner_uid;
+  orphan.age_ns = std::max<int64_t>(0, now_ns - snapshot.header.created_realtime_ns);
+  for (const RankSnapshot& rank : snapshot.ranks) {
+    if (rank.status.alive) return std::nullopt;
+    held_by_the_dead = held_by_the_dead || rank.status.owner != 0;  // a worker gives its rank back at detach
+    std::optional<RegionFile> region = find_region(os, arena, rank.rank, where);
+    if (!region) return std::nullopt;  // part of the data is gone: not a whole arena
+    if (file_is_locked(os, region->path)) return std::nullopt;  // a shim maps it
+    ++orphan.region_files;
+    orphan.bytes += region->bytes;
+  }
+  if (!held_by_the_dead) return std::nullopt;
+  return orphan;
 }
 
-std::vector<StaleArena> find_stale_arenas(Os& os, const ArenaOptions& where, std::string_view prefix) {
+// What `look(arena, roots, now)` finds for each arena name under the roots of `where`.
+template <typename Look>
+std::vector<StaleArena> each_candidate(Os& os, const ArenaOptions& where, std::string_view prefix, Look look) {
   const std::vector<std::string> roots = arena_data_roots(os, where);
   const int64_t now = realtime_ns();
   std::vector<StaleArena> found;
   for (const std::string& arena : candidate_names(os, roots, prefix)) {
-    if (std::optional<StaleArena> stale = stale_arena(os, arena, roots, now)) found.push_back(std::move(*stale));
+    if (std::optional<StaleArena> stale = look(arena, roots, now)) found.push_back(std::move(*stale));
   }
   return found;
+}
+
+}  // namespace
+
+std::string_view stale_kind_name(StaleKind kind) {
+  switch (kind) {
+    case StaleKind::kDataWithoutSegment: return "data-without-segment";
+    case StaleKind::kSegmentWithoutData: return "segment-without-data";
+    case StaleKind::kOrphaned: return "orphaned";
+  }
+  return "unknown";
+}
+
+std::vector<StaleArena> find_stale_arenas(Os& os, const ArenaOptions& where, std::string_view prefix) {
+  return each_candidate(os, where, prefix, [&](const std::string& arena, const std::vector<std::string>& roots, int64_t now) {
+    return stale_arena(os, arena, roots, now);
+  });
+}
+
+std::vector<StaleArena> find_orphaned_arenas(Os& os, const ArenaOptions& where, std::string_view prefix) {
+  return each_candidate(os, where, prefix, [&](const std::string& arena, const std::vector<std::string>&, int64_t now) {
+    return orphaned_arena(os, arena, where, now);
+  });
 }
 
 bool remove_stale_arena(Os& os, std::string_view arena, int64_t min_age_ns, const ArenaOptions& where) {
@@ -139,17 +190,11 @@ bool remove_stale_arena(Os& os, std::string_view arena, int64_t min_age_ns, cons
   std::optional<StaleArena> stale = stale_arena(os, std::string(arena), roots, realtime_ns());
   if (!stale || stale->in_use || stale->age_ns < min_age_ns) return false;
   if (stale->kind == StaleKind::kSegmentWithoutData) return remove_control_segment(os, arena);
-  for (const std::string& dir : stale->paths) {
-    std::vector<std::string> files;
-    if (int rc = os.list_data_dir(dir, &files); rc < 0 && rc != -ENOENT) throw_errno(cat("cannot list ", dir), -rc);
-    for (const std::string& file : files) {
-      if (!parse_region_file_name(file)) continue;
-      const std::string path = cat(dir, "/", file);
-      if (int rc = os.unlink(path); rc < 0 && rc != -ENOENT) throw_errno(cat("cannot remove ", path), -rc);
-    }
-    if (int rc = os.rmdir(dir); rc < 0 && rc != -ENOENT) {
-      throw_errno(cat("cannot remove ", dir, rc == -ENOTEMPTY ? " (it holds files hugepin did not create)" : ""), -rc);
-    }
+  // Through descriptors, as destroy does: a link swapped in for a data directory is refused.
+  try {
+    destroy_arena(os, arena, where);
+  } catch (const Error& error) {
+    if (error.errno_value() != ENOENT) throw;  // gone meanwhile: nothing left to remove
   }
   return true;
 }

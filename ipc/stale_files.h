@@ -28,9 +28,9 @@
 
 namespace hugepin {
 
-enum class StaleKind { kDataWithoutSegment, kSegmentWithoutData };
+enum class StaleKind { kDataWithoutSegment, kSegmentWithoutData, kOrphaned };
 
-// "data-without-segment", "segment-without-data".
+// "data-without-segment", "segment-without-data", "orphaned".
 std::string_view stale_kind_name(StaleKind kind);
 
 struct StaleArena {
@@ -49,6 +49,14 @@ struct StaleArena {
 // and in-use ones are listed too: callers decide (an arena being created has data and no segment
 // until its creator finishes).
 std::vector<StaleArena> find_stale_arenas(Os& os, const ArenaOptions& where = {}, std::string_view prefix = "");
+
+// Arenas whose processes died holding them (kill -9 of a demo, a crashed engine): a whole arena
+// (segment and every region file) whose scheduler role or a rank is still held by a process that
+// is gone, with no live worker, scheduler or creator and no region locked by a shim. Their pages
+// stay taken until someone destroys them. Listed by `arena list --stale`; never removed here or
+// by hugepind's remove_stale (hugepind keeps arenas for their data: its retention decides).
+// An arena made by `hugepin arena create` and never used is not orphaned: nobody held it.
+std::vector<StaleArena> find_orphaned_arenas(Os& os, const ArenaOptions& where = {}, std::string_view prefix = "");
 
 // Removes the files of stale arena `arena` when it is still stale, not in use and at least
 // `min_age_ns` old, checked again now; returns false (removing nothing) when it is not. Throws

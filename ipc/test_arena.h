@@ -14,6 +14,8 @@
 #include "base/error.h"
 #include "base/size.h"
 #include "ipc/arena_control.h"
+#include "ipc/rank_attachment.h"
+#include "tests/support/child_process.h"
 #include "tests/support/temp_dir.h"
 
 namespace hugepin::test {
@@ -69,25 +71,11 @@ class TestArena {
   ArenaCreated created_;
 };
 
-// Runs `body` in a forked child and returns its exit status (-1 when killed by a signal).
-// The child exits 0 when body returns true, 1 when false, 2 when it throws (printing why).
-inline int run_in_child(const std::function<bool()>& body) {
-  std::fflush(nullptr);
-  pid_t pid = fork();
-  if (pid < 0) throw_errno("fork", errno);
-  if (pid == 0) {
-    int code = 2;
-    try {
-      code = body() ? 0 : 1;
-    } catch (const std::exception& error) {
-      std::fprintf(stderr, "child: %s\n", error.what());
-    }
-    std::fflush(nullptr);
-    _exit(code);
-  }
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+// Attaches to rank (tp_rank, pp_rank) of `arena`, whose data is in the test's own directory.
+inline RankAttachment attach_rank(const TestArena& arena, uint32_t tp_rank, uint32_t pp_rank,
+                                  AttachOptions options = {}) {
+  options.where = arena.options();
+  return RankAttachment::attach(real_os(), arena.name(), tp_rank, pp_rank, options);
 }
 
 }  // namespace hugepin::test

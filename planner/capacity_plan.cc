@@ -7,6 +7,7 @@
 #include "base/error.h"
 #include "base/size.h"
 #include "hugemem/mounts.h"
+#include "hugemem/naming.h"
 #include "planner/checked_math.h"
 
 namespace hugepin::planner {
@@ -52,6 +53,11 @@ std::string missing_pairs(const PlanInput& input, const std::set<uint64_t>& pres
 
 // Every (tp_rank, pp_rank) once, in range, and tp * pp of them.
 void check_rank_grid(const PlanInput& input) {
+  const uint64_t expected = uint64_t{input.tp} * input.pp;
+  if (expected > kMaxArenaRanks) {
+    throw Error(cat("tp * pp = ", input.tp, " * ", input.pp, " = ", expected, ": more ranks than the ", kMaxArenaRanks,
+                    " an arena may have"));
+  }
   std::map<uint64_t, size_t> seen;  // flat rank -> index in ranks
   for (size_t i = 0; i < input.ranks.size(); ++i) {
     const RankInput& rank = input.ranks[i];
@@ -68,7 +74,6 @@ void check_rank_grid(const PlanInput& input) {
                       rank_path(it->second)));
     }
   }
-  uint64_t expected = uint64_t{input.tp} * input.pp;
   if (input.ranks.size() != expected) {
     std::set<uint64_t> present;
     for (const auto& [flat, index] : seen) present.insert(flat);

@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "base/error.h"
+#include "base/json_keys.h"
 #include "base/size.h"
 #include "hugemem/topology.h"
 
@@ -196,6 +197,9 @@ PlanInput parse_plan_input(std::string_view json_text) {
     document = Json::parse(json_text.begin(), json_text.end());
   } catch (const Json::exception& error) {
     throw Error(cat("input is not valid JSON: ", error.what()));
+  }
+  if (std::string key = first_duplicate_key(json_text); !key.empty()) {
+    throw Error(cat(key, ": given twice (a plan names each field once; which one was meant?)"));
   }
   try {
     return parse_document(document);

@@ -6,9 +6,11 @@
 
 #include "base/file_locks.h"
 #include "base/size.h"
+#include "base/trusted_file.h"
 #include "base/unique_fd.h"
 #include "hugemem/arena.h"
 #include "hugemem/naming.h"
+#include "ipc/control_segment.h"
 #include "shim/fallback.h"
 
 namespace hugepin {
@@ -16,6 +18,27 @@ namespace {
 
 // How long opening the region waits for hugepind to finish destroying the arena (a moment).
 constexpr int64_t kClaimTimeoutNs = 2'000'000'000;
+
+// A rank a worker has attached to holds KV that the scheduler may record as stored (issue 20,
+// item 9: a shim process overwrote a --keep demo's stored chunks): the shim does not take it as
+// free space. Read with pread: the shim maps no segment (a truncation would raise SIGBUS in the
+// application) and installs no signal handler.
+void refuse_written_rank(Os& os, const TrustedFile& segment, const ShimConfig& config, const std::string& where) {
+  RankRecordReading reading;
+  try {
+    reading = read_rank_record(os, segment.fd.get(), static_cast<uint64_t>(segment.status.st_size), config.rank);
+  } catch (const Error& error) {
+    throw Fallback("arena-open", cat("cannot use ", where, ": control segment ", control_segment_path(config.arena), ": ",
+                                     error.what()));
+  }
+  const RankStatus& status = reading.status;
+  if (status.attach_generation == 0) return;
+  throw Fallback("arena-kv", cat(where, " holds KV written through its control segment (a worker attached ",
+                                 status.attach_generation, status.attach_generation == 1 ? " time" : " times",
+                                 status.alive ? cat(", live pid ", status.pid, " attached now") : std::string(),
+                                 ", state ", rank_state_name(status.state), "): the shim does not hand it out as free ",
+                                 "space; give the shim an arena of its own (hugepin arena create)"));
+}
 
 }  // namespace
 
@@ -30,21 +53,23 @@ std::unique_ptr<ArenaRegion> ArenaRegion::open(Os& os, const ShimConfig& config)
   // destroyed the arena first (the segment is then unlinked and this falls through). An arena
   // without a control segment (stale data, or made without one) is not claimed: removing stale
   // files checks the region lock just before, not under a lock, so a shim mapping such a region
-  // in that moment keeps its pages but loses the names. Dropped when `segment` closes.
-  UniqueFd segment;
-  const int fd = os.open(control_segment_path(config.arena), O_RDONLY | O_CLOEXEC | O_NOFOLLOW, 0);
-  if (fd < 0 && fd != -ENOENT) {
-    throw Fallback("arena-open", cat("cannot claim ", where, ": control segment ", control_segment_path(config.arena),
-                                     ": ", errno_text(-fd)));
+  // in that moment keeps its pages but loses the names. Dropped when `segment` closes. Opened as
+  // base/trusted_file.h says: a planted link or FIFO is refused, never followed or waited on.
+  TrustedFile segment;
+  try {
+    segment = open_trusted(os, {std::string(kControlSegmentDir), control_segment_name(config.arena)}, O_RDONLY,
+                           {FileType::kRegular, FileOwners::kTrusted, "control segment"});
+  } catch (const Error& error) {
+    if (error.errno_value() != ENOENT) throw Fallback("arena-open", cat("cannot claim ", where, ": ", error.what()));
   }
-  if (fd >= 0) {
-    segment = UniqueFd(os, fd);
-    if (int rc = lock_shared_while_linked(os, fd, kClaimTimeoutNs); rc < 0) {
+  if (segment.fd) {
+    if (int rc = lock_shared_while_linked(os, segment.fd.get(), kClaimTimeoutNs); rc < 0) {
       throw Fallback(rc == -ENOENT ? "arena-gone" : "arena-locked",
                      rc == -ENOENT ? cat(where, ": the arena was destroyed while this process opened it")
                                    : cat("cannot claim ", where, " (control segment ", control_segment_path(config.arena),
                                          "): ", errno_text(-rc)));
     }
+    refuse_written_rank(os, segment, config, where);
   }
   ArenaOptions options;
   options.hugetlbfs_dir = config.hugetlbfs_dir;

@@ -28,7 +28,9 @@ namespace hugepin {
 class ArenaRegion {
  public:
   // Maps and locks region config.rank of config.arena. Throws Fallback when the arena has no such
-  // region, another process holds it, or (config.strict) it is on 4 KiB pages.
+  // region, its control segment or region file is refused (base/trusted_file.h: a link, a FIFO,
+  // another user's file), a worker has attached to the rank (its region holds KV: the shim never
+  // takes it as free space), another process holds it, or (config.strict) it is on 4 KiB pages.
   static std::unique_ptr<ArenaRegion> open(Os& os, const ShimConfig& config);
   ArenaRegion(const ArenaRegion&) = delete;
   ArenaRegion& operator=(const ArenaRegion&) = delete;

@@ -13,6 +13,7 @@
 
 #include "base/log.h"
 #include "base/size.h"
+#include "base/trusted_file.h"
 #include "hugemem/mounts.h"
 #include "hugemem/pool.h"
 #include "hugemem/region.h"
@@ -54,14 +55,20 @@ std::vector<PageSizeOffer> read_offers(Os& os, const ShimConfig& config, int nod
 }
 
 // An open, already unlinked hugetlbfs file in `dir`: nothing stays on disk whatever happens next.
+// Made with O_CREAT | O_EXCL through open_trusted: a link planted at the name is never followed.
 int open_unlinked_file(Os& os, const std::string& dir) {
-  std::string path = cat(dir, "/hugepin-shim.", getpid(), ".", g_sequence.fetch_add(1));
-  int fd = os.open(path, O_RDWR | O_CREAT | O_EXCL, 0600);
-  if (fd < 0) {
-    throw Fallback(cat("open:", dir), cat("cannot create a file in the hugetlbfs mount ", dir, ": ", errno_text(-fd)));
+  constexpr FileRule kMappingRule{FileType::kRegular, FileOwners::kTrusted, "shim mapping"};
+  const std::string name = cat("hugepin-shim.", getpid(), ".", g_sequence.fetch_add(1));
+  TrustedFile file;
+  try {
+    file = open_trusted(os, {dir, name}, O_RDWR | O_CREAT | O_EXCL, kMappingRule, 0600);
+  } catch (const Error& error) {
+    const int code = error.errno_value();
+    throw Fallback(cat("open:", dir), cat("cannot create a file in the hugetlbfs mount ", dir, ": ",
+                                          code == kRefusedErrno ? std::string(error.what()) : errno_text(code)));
   }
-  os.unlink(path);
-  return fd;
+  os.unlink(cat(dir, "/", name));
+  return file.fd.release();
 }
 
 std::vector<int> node_cpus(Os& os, int node) {

@@ -1,15 +1,19 @@
 // The shim's policy in one process, with a stand-in for CUDA (no LD_PRELOAD): what is served, what
-// falls through, what is given back.
+// falls through (planted files and ranks that hold KV included), what is given back.
 #include "shim/shim.h"
 
 #include <doctest/doctest.h>
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 
 #include <atomic>
+#include <cstring>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <random>
@@ -20,7 +24,9 @@
 #include "base/size.h"
 #include "hugemem/arena.h"
 #include "hugemem/naming.h"
+#include "ipc/test_arena.h"
 #include "shim/shim_registry.h"
+#include "tests/support/child_process.h"
 #include "tests/support/fault_os.h"
 #include "tests/support/temp_dir.h"
 
@@ -87,7 +93,7 @@ struct Fixture {
     create_arena(real_os(), name, {{0, bytes, -1}}, options);
   }
   std::vector<ShimAllocation> table() const {
-    return read_shim_table(real_os(), cat(shm.path(), "/hugepin.shim.", getpid())).allocations;
+    return read_shim_table(real_os(), cat(shm.path(), "/", shim_table::kFilePrefix, getpid())).allocations;
   }
 };
 
@@ -238,16 +244,17 @@ TEST_CASE("a shim opening its region waits out a destroy in progress, then falls
   shim.release(after);
 }
 
-// Fails opening one path with one errno.
+// Fails opening one file (by its name in its directory) with one errno.
 class RefusingPathOs final : public test::ForwardingOs {
  public:
-  RefusingPathOs(Os& target, std::string path, int error) : ForwardingOs(target), path_(std::move(path)), error_(error) {}
-  int open(const std::string& path, int flags, mode_t mode) override {
-    return path == path_ ? -error_ : ForwardingOs::open(path, flags, mode);
+  RefusingPathOs(Os& target, const std::string& path, int error)
+      : ForwardingOs(target), name_(path.substr(path.rfind('/') + 1)), error_(error) {}
+  int openat(int dir_fd, const std::string& name, int flags, mode_t mode) override {
+    return name == name_ ? -error_ : ForwardingOs::openat(dir_fd, name, flags, mode);
   }
 
  private:
-  std::string path_;
+  std::string name_;
   int error_;
 };
 
@@ -335,6 +342,125 @@ TEST_CASE("threads serving and freeing at once never share bytes, and everything
   CHECK(f.pin.registered.empty());
   CHECK(f.table().empty());
   CHECK(shim.serve("cudaHostAlloc", 64 * kMiB, 0, f.pin) != nullptr);  // every extent came back
+}
+
+// --- what another local user plants, and a rank that holds KV (issue 20, items 1, 2 and 9) ---
+//
+// A root process (the tests run as root) names an arena with HUGEPIN_ARENA; uid 65534 (nobody)
+// plants the files under a data directory made as systemd-tmpfiles once made /dev/shm/hugepin:
+// writable by all, sticky. Every case must fall through to CUDA, touching nothing.
+
+namespace {
+
+// The fixture's shm dir opened to nobody, its hugepin directory to everyone; returns the latter.
+std::string open_data_dir_to_all(const Fixture& f) {
+  const std::string top = f.shm.path() + "/" + std::string(kDataDirName);
+  REQUIRE(chmod(f.shm.path().c_str(), 0755) == 0);
+  REQUIRE(mkdir(top.c_str(), 0755) == 0);
+  REQUIRE(chmod(top.c_str(), 01777) == 0);
+  return top;
+}
+
+// Whether one request for arena `arena` is served, asked in a child that gets 30 s: a FIFO that
+// blocked an open would otherwise hang the runner. 1: served, 0: fell through, -1: killed.
+int served_in_child(const Fixture& f, const std::string& arena) {
+  std::fflush(nullptr);
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    alarm(30);
+    FakePin pin;
+    Shim shim(*f.tree, f.config(arena));
+    _exit(shim.serve("cudaHostAlloc", kMiB, 0, pin) != nullptr ? 1 : 0);
+  }
+  int status = 0;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+std::string file_text(const std::string& path) {
+  std::ifstream in(path);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+void write_private(const std::string& path, const std::string& text) {
+  std::ofstream(path) << text;
+  REQUIRE(chmod(path.c_str(), 0600) == 0);
+}
+
+}  // namespace
+
+TEST_CASE("a region another user planted is never mapped: a link to root's file, their own file, a linked directory") {
+  Fixture f;
+  const std::string top = open_data_dir_to_all(f);
+  const std::string root_file = f.shm.path() + "/root-only";
+  const std::string data(4 * kMiB, 'r');
+  write_private(root_file, data);
+
+  // A link where rank 0's region would be, to a file only root may write.
+  REQUIRE(test::run_as_nobody([&] {
+            return mkdir((top + "/a1").c_str(), 0755) == 0 && symlink(root_file.c_str(), (top + "/a1/rank-0").c_str()) == 0;
+          }) == 0);
+  CHECK(served_in_child(f, "a1") == 0);
+  CHECK(file_text(root_file) == data);
+
+  // Their own file, open to all: what root's process wrote would be theirs to read.
+  REQUIRE(test::run_as_nobody([&] {
+            if (unlink((top + "/a1/rank-0").c_str()) != 0) return false;
+            std::ofstream(top + "/a1/rank-0") << std::string(4 * kMiB, '\0');
+            return chmod((top + "/a1/rank-0").c_str(), 0666) == 0;
+          }) == 0);
+  CHECK(served_in_child(f, "a1") == 0);
+
+  // A link in place of the arena's directory, to a root directory holding a rank-0.
+  const std::string root_dir = f.shm.path() + "/root-dir";
+  REQUIRE(mkdir(root_dir.c_str(), 0700) == 0);
+  write_private(root_dir + "/rank-0", data);
+  REQUIRE(test::run_as_nobody([&] { return symlink(root_dir.c_str(), (top + "/a2").c_str()) == 0; }) == 0);
+  CHECK(served_in_child(f, "a2") == 0);
+  CHECK(file_text(root_dir + "/rank-0") == data);
+}
+
+TEST_CASE("a FIFO planted as an arena's control segment or region makes the shim fall through, never hang") {
+  Fixture f;
+  const std::string top = open_data_dir_to_all(f);
+  REQUIRE(test::run_as_nobody([&] {
+            return mkdir((top + "/f1").c_str(), 0755) == 0 && mkfifo((top + "/f1/rank-0").c_str(), 0666) == 0;
+          }) == 0);
+  CHECK(served_in_child(f, "f1") == 0);
+  // As the control segment of an arena in /dev/shm (sticky, writable by all).
+  const std::string name = cat("t", getpid(), "-fifo");
+  const std::string segment = control_segment_path(name);
+  REQUIRE(test::run_as_nobody([&] { return mkfifo(segment.c_str(), 0666) == 0; }) == 0);
+  CHECK(served_in_child(f, name) == 0);
+  unlink(segment.c_str());
+}
+
+// Issue 20, item 9: a process under the shim attached to a --keep demo arena overwrote stored KV.
+TEST_CASE("a rank a worker has attached to holds KV: the shim falls through instead of carving it") {
+  Fixture f;
+  test::TestArena arena("shim-kv", test::small_layout(1, 1, 4, 64 * kKiB));
+  {
+    RankAttachment worker = test::attach_rank(arena, 0, 0);
+    std::memset(worker.region().data(), 0x5a, worker.region().size());
+    worker.detach();
+  }
+  ShimConfig config = f.config(arena.name());
+  config.min_bytes = 4096;
+  config.shm_dir = arena.dir();
+  Shim shim(*f.tree, config);
+  CHECK(shim.serve("cudaHostAlloc", 64 * kKiB, 0, f.pin) == nullptr);
+  const std::string region = file_text(arena.created().data.regions[0].path);
+  CHECK(region == std::string(region.size(), '\x5a'));
+
+  // An arena no worker ever attached to is the shim's to carve.
+  test::TestArena fresh("shim-fresh", test::small_layout(1, 1, 4, 64 * kKiB));
+  config.arena = fresh.name();
+  config.shm_dir = fresh.dir();
+  Shim fresh_shim(*f.tree, config);
+  void* memory = fresh_shim.serve("cudaHostAlloc", 64 * kKiB, 0, f.pin);
+  CHECK(memory != nullptr);
+  fresh_shim.release(memory);
 }
 
 }  // namespace hugepin

@@ -1,5 +1,7 @@
 #include "shim/shim_registry.h"
 
+#include <fcntl.h>
+
 #include <algorithm>
 #include <atomic>
 #include <charconv>
@@ -7,6 +9,7 @@
 #include <exception>
 
 #include "base/error.h"
+#include "base/trusted_file.h"
 #include "shim/table_layout.h"
 
 namespace hugepin {
@@ -14,6 +17,11 @@ namespace {
 
 using shim_table::Header;
 using shim_table::Record;
+
+// Anyone's table may be listed; none is followed, and a FIFO or device is never opened.
+constexpr FileRule kTableRule{FileType::kRegular, FileOwners::kAny, "shim table"};
+// The largest table check_header accepts.
+constexpr uint64_t kMaxTableBytes = sizeof(Header) + uint64_t{shim_table::kCapacity} * 16 * sizeof(Record);
 
 // A NUL-terminated string from a fixed field that may lack the NUL.
 std::string fixed_string(const char* field, size_t size) { return std::string(field, strnlen(field, size)); }
@@ -69,14 +77,20 @@ std::optional<ShimAllocation> decode_record(const char* bytes) {
 // record reads the same twice in a row: a record the writer changed while read(2) copied it
 // differs between the copies (its sequence moves on), so a torn copy is never used. Records that
 // keep changing are left out.
-std::vector<ShimAllocation> read_records(Os& os, const std::string& path, std::string first, uint32_t capacity) {
+std::vector<ShimAllocation> read_records(Os& os, const TrustedFile& file, const std::string& path, std::string first,
+                                         uint32_t capacity) {
   std::vector<std::optional<ShimAllocation>> decoded(capacity);
   std::vector<uint32_t> pending(capacity);
   for (uint32_t i = 0; i < capacity; ++i) pending[i] = i;
   std::string previous = std::move(first);
   for (int round = 0; round < 8 && !pending.empty(); ++round) {
     std::string again;
-    if (os.read_data_file(path, &again) < 0 || again.size() != previous.size()) break;
+    try {
+      again = read_opened_file(os, file, path, kTableRule, kMaxTableBytes);
+    } catch (const Error&) {
+      break;
+    }
+    if (again.size() != previous.size()) break;
     std::vector<uint32_t> changed;
     for (uint32_t i : pending) {
       if (std::memcmp(record_bytes(previous, i), record_bytes(again, i), sizeof(Record)) == 0) {
@@ -150,9 +164,15 @@ ShimTable read_shim_table(Os& os, const std::string& path) {
   try {
     std::string_view name = std::string_view(path).substr(path.rfind('/') + 1);
     table.pid = parse_shim_table_name(name).value_or(0);
+    TrustedFile file;
     std::string contents;
-    if (int rc = os.read_data_file(path, &contents); rc < 0) {
-      table.problem = cat("cannot read ", path, ": ", errno_text(-rc));
+    try {
+      file = open_trusted(os, user_named(path), O_RDONLY, kTableRule);
+      contents = read_opened_file(os, file, path, kTableRule, kMaxTableBytes);
+    } catch (const Error& error) {
+      table.problem = error.errno_value() == kRefusedErrno || error.errno_value() == EFBIG
+                          ? std::string(error.what())
+                          : cat("cannot read ", path, ": ", errno_text(error.errno_value()));
       return table;
     }
     if (contents.size() < sizeof(Header)) {
@@ -170,12 +190,18 @@ ShimTable read_shim_table(Os& os, const std::string& path) {
       table.problem = cat(path, ": written by pid ", header.pid, ", not by the pid its name gives");
       return table;
     }
+    if (header.uid != file.status.st_uid) {
+      // A table is made by the process it describes, so its owner is that process's uid: another
+      // user's file claiming someone else's process is not believed (nor removed as theirs).
+      table.problem = cat(path, ": claims uid ", header.uid, " but belongs to uid ", file.status.st_uid);
+      return table;
+    }
     table.program = fixed_string(header.program, sizeof header.program);
     table.uid = header.uid;
     table.created_ns = header.created_ns;
     std::optional<uint64_t> ticks = process_start_ticks(os, table.pid);
     table.alive = ticks && *ticks == header.start_ticks;
-    table.allocations = read_records(os, path, std::move(contents), header.capacity);
+    table.allocations = read_records(os, file, path, std::move(contents), header.capacity);
   } catch (const std::exception& error) {
     table.problem = cat(path, ": ", error.what());
   }
@@ -193,6 +219,21 @@ std::vector<ShimTable> list_shim_tables(Os& os, const std::string& shm_dir) {
   std::sort(files.begin(), files.end());
   for (const auto& [pid, name] : files) tables.push_back(read_shim_table(os, cat(shm_dir, "/", name)));
   return tables;
+}
+
+std::optional<ShimHolder> find_shim_holder(const std::vector<ShimTable>& tables, std::string_view arena, uint32_t rank) {
+  for (const ShimTable& table : tables) {
+    if (!table.alive || !table.problem.empty()) continue;
+    ShimHolder holder{table.pid, table.program, table.uid, 0, 0, 0};
+    for (const ShimAllocation& allocation : table.allocations) {
+      if (allocation.backing != "arena" || allocation.arena != arena || allocation.rank != rank) continue;
+      holder.bytes_given += allocation.bytes_given;
+      holder.pinned_bytes += allocation.bytes_given;
+      ++holder.allocations;
+    }
+    if (holder.allocations > 0) return holder;
+  }
+  return std::nullopt;
 }
 
 size_t remove_stale_shim_tables(Os& os, const std::string& shm_dir, uid_t uid) {

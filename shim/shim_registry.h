@@ -2,8 +2,10 @@
 // and the inspector: which processes run the LD_PRELOAD shim, and which allocations it serves
 // them now (bytes asked and given, page size, node, backing).
 //
-// Read-only and robust: a file that is truncated, corrupt, of another layout version or unreadable
-// yields a ShimTable with `problem` set, never a crash or an exception. Tables of processes that
+// Read-only and robust: a file that is truncated, corrupt, of another layout version, unreadable,
+// or planted (a link, a FIFO, a file whose header claims another uid than its owner's: opened as
+// base/trusted_file.h says) yields a ShimTable with `problem` set, never a crash, a hang or an
+// exception. Tables of processes that
 // are gone (a crash skips the unlink at exit) are listed with `alive` false.
 //
 // Thread-safety: free functions, no shared state.
@@ -14,6 +16,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/os.h"
@@ -51,7 +54,7 @@ struct ShimTable {
 // The table of one file. Never throws.
 ShimTable read_shim_table(Os& os, const std::string& path);
 
-// Every table in `shm_dir` (files named hugepin.shim.<pid>), by pid. Never throws; a directory
+// Every table in `shm_dir` (files named hugepin-shim-table.<pid>), by pid. Never throws; a directory
 // that cannot be listed gives an empty list.
 std::vector<ShimTable> list_shim_tables(Os& os, const std::string& shm_dir = "/dev/shm");
 
@@ -59,11 +62,25 @@ std::vector<ShimTable> list_shim_tables(Os& os, const std::string& shm_dir = "/d
 // many it removed. Never throws.
 size_t remove_stale_shim_tables(Os& os, const std::string& shm_dir, uid_t uid);
 
+// A process that holds a rank's region through the shim, as `hugepin inspect` shows it.
+struct ShimHolder {
+  pid_t pid = 0;
+  std::string program;
+  uid_t uid = 0;
+  uint64_t bytes_given = 0;   // the extents it handed out
+  uint64_t pinned_bytes = 0;  // of those, registered with CUDA (each is, before it is recorded)
+  size_t allocations = 0;
+};
+
+// The live process whose table holds allocations from region `rank` of `arena`; nullopt when none
+// does. (A process that holds the region but has nothing allocated from it has no such record.)
+std::optional<ShimHolder> find_shim_holder(const std::vector<ShimTable>& tables, std::string_view arena, uint32_t rank);
+
 // The start time of process `pid` (field 22 of /proc/<pid>/stat, read through `os`), or nullopt
 // when there is no such process or the file does not parse.
 std::optional<uint64_t> process_start_ticks(Os& os, pid_t pid);
 
-// The pid of a table file name ("hugepin.shim.123" -> 123), or nullopt.
+// The pid of a table file name ("hugepin-shim-table.123" -> 123), or nullopt.
 std::optional<pid_t> parse_shim_table_name(std::string_view file_name);
 
 }  // namespace hugepin

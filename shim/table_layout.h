@@ -1,7 +1,10 @@
 // The layout of the shim's per-process allocation table, the file that makes a process's shim
 // allocations visible to `hugepin shim list` and the inspector:
 //
-//   <HUGEPIN_SHM_DIR>/hugepin.shim.<pid>     mode 0600, written only by process <pid>
+//   <HUGEPIN_SHM_DIR>/hugepin-shim-table.<pid>  mode 0600, written only by process <pid>
+//
+// The name is out of the arenas' reach: a control segment is "hugepin." and an arena name, so no
+// arena can be called after a table ("hugepin.shim.<pid>", the old name, was arena "shim.<pid>").
 //
 // Built in place (as DPDK rings are): a Header, then `capacity` fixed-size Records. The file is
 // sized once at creation and never truncated; the writer creates it on its first allocation and
@@ -23,7 +26,7 @@ namespace hugepin::shim_table {
 inline constexpr char kMagic[8] = {'H', 'P', 'S', 'H', 'I', 'M', 'T', '1'};
 inline constexpr uint32_t kVersion = 1;
 inline constexpr uint32_t kCapacity = 4096;
-inline constexpr std::string_view kFilePrefix = "hugepin.shim.";
+inline constexpr std::string_view kFilePrefix = "hugepin-shim-table.";
 inline constexpr size_t kArenaNameBytes = 72;  // arena names have at most 64 characters
 inline constexpr size_t kProgramBytes = 32;
 

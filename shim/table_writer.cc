@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "base/error.h"
+#include "base/trusted_file.h"
 #include "shim/shim_registry.h"
 
 namespace hugepin {
@@ -41,29 +42,33 @@ void copy_fixed(char* field, size_t size, std::string_view text) {
   std::memcpy(field, text.data(), std::min(text.size(), size - 1));
 }
 
-int create_file(Os& os, const std::string& path) {
-  int fd = os.open(path, O_RDWR | O_CREAT | O_EXCL, 0600);
-  if (fd == -EEXIST) {
-    // Our pid is ours alone: a file with it was left by a dead process that had the same pid.
-    os.unlink(path);
-    fd = os.open(path, O_RDWR | O_CREAT | O_EXCL, 0600);
+// Creates the table file (O_EXCL: nothing that exists is opened, a planted link included).
+TrustedFile create_file(Os& os, const std::string& dir, const std::string& name) {
+  const FileRule rule{FileType::kRegular, FileOwners::kTrusted, "shim table"};
+  try {
+    return open_trusted(os, {dir, name}, O_RDWR | O_CREAT | O_EXCL, rule, 0600);
+  } catch (const Error& error) {
+    if (error.errno_value() != EEXIST) throw;
   }
-  return fd;
+  // Our pid is ours alone: a file with it was left by a dead process that had the same pid.
+  os.unlink(cat(dir, "/", name));
+  return open_trusted(os, {dir, name}, O_RDWR | O_CREAT | O_EXCL, rule, 0600);
 }
 
 }  // namespace
 
 std::unique_ptr<TableWriter> TableWriter::create(Os& os, const std::string& dir) {
   const pid_t pid = getpid();
-  std::string path = cat(dir, "/", shim_table::kFilePrefix, pid);
+  const std::string name = cat(shim_table::kFilePrefix, pid);
+  std::string path = cat(dir, "/", name);
   if (path.size() >= sizeof g_exit_path) throw Error(cat("shim table path ", path, " is too long"));
-  int fd = create_file(os, path);
-  if (fd < 0) throw_errno(cat("cannot create the shim table ", path), -fd);
+  TrustedFile file = create_file(os, dir, name);
+  const int fd = file.fd.get();
   void* data = nullptr;
   int rc = os.fchmod(fd, 0600);  // umask-proof
   if (rc == 0) rc = os.ftruncate(fd, shim_table::kFileBytes);
   if (rc == 0) rc = os.mmap(shim_table::kFileBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0, &data);
-  os.close(fd);
+  file.fd.close();
   if (rc < 0) {
     os.unlink(path);
     throw_errno(cat("cannot size and map the shim table ", path), -rc);

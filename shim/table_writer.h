@@ -1,6 +1,6 @@
 // The shim's side of its allocation table (shim/table_layout.h): one file per process,
-// <dir>/hugepin.shim.<pid>, created on the first allocation the shim serves and removed when the
-// process exits.
+// <dir>/hugepin-shim-table.<pid>, created on the first allocation the shim serves and removed when
+// the process exits.
 //
 // Thread-safety: publish and retract REQUIRE the caller to serialize them (the shim holds its
 // mutex); readers in other processes need no lock (each record is a seqlock).

@@ -46,10 +46,14 @@ grep -q '^hugepin:' "$root/sysroot/etc/passwd" || { echo "verify_systemd_files: 
 systemd-tmpfiles --root="$root/sysroot" --create "$root/install$tmpfiles_dir/hugepin.conf" ||
   { echo "verify_systemd_files: systemd-tmpfiles refused $tmpfiles_dir/hugepin.conf" >&2; exit 1; }
 uid=$(sed -n 's/^hugepin:x:\([0-9]*\):.*/\1/p' "$root/sysroot/etc/passwd")
-for expected in "1777 0 /dev/hugepages/hugepin" "1777 0 /dev/hugepages1G/hugepin" "1777 0 /dev/shm/hugepin" \
-                "750 $uid /run/hugepin"; do
-  read -r mode owner path <<< "$expected"
-  actual=$(stat -c '%a %u' "$root/sysroot$path" 2>/dev/null || echo missing)
-  [ "$actual" = "$mode $owner" ] || { echo "verify_systemd_files: $path is '$actual', expected '$mode $owner'" >&2; exit 1; }
+gid=$(sed -n 's/^hugepin:x:\([0-9]*\):.*/\1/p' "$root/sysroot/etc/group")
+# The arena directories: root and the group hugepin only may create arenas (nobody else can plant
+# a file where hugepin looks for one); sticky.
+for expected in "1770 0 $gid /dev/hugepages/hugepin" "1770 0 $gid /dev/hugepages1G/hugepin" \
+                "1770 0 $gid /dev/shm/hugepin" "750 $uid $gid /run/hugepin"; do
+  read -r mode owner group path <<< "$expected"
+  actual=$(stat -c '%a %u %g' "$root/sysroot$path" 2>/dev/null || echo missing)
+  [ "$actual" = "$mode $owner $group" ] ||
+    { echo "verify_systemd_files: $path is '$actual', expected '$mode $owner $group'" >&2; exit 1; }
 done
 echo "verify_systemd_files: sysusers.d and tmpfiles.d entries applied"

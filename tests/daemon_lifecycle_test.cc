@@ -19,6 +19,7 @@
 #include "ipc/inspect.h"
 #include "ipc/rank_attachment.h"
 #include "ipc/test_arena.h"
+#include "tests/support/child_process.h"
 #include "tests/support/daemon_harness.h"
 #include "tests/support/run_command.h"
 
@@ -30,9 +31,9 @@ using daemon::Json;
 constexpr uint64_t kSeed = 0xfeedULL;
 
 // Writes the pattern into rank `rank`'s region from a worker process that then detaches.
-void write_from_worker(const std::string& arena, uint32_t rank) {
+void write_from_worker(const std::string& arena, uint32_t rank, const ArenaOptions& where) {
   REQUIRE(test::run_in_child([&] {
-            RankAttachment worker = RankAttachment::attach(real_os(), arena, rank, 0);
+            RankAttachment worker = RankAttachment::attach(real_os(), arena, rank, 0, {.where = where});
             fill_pattern(worker.region().data(), worker.region().size(), kSeed + rank);
             worker.detach();
             return true;
@@ -40,9 +41,9 @@ void write_from_worker(const std::string& arena, uint32_t rank) {
 }
 
 // Checks the pattern from another worker process (a reader maps the region as the engine would).
-bool data_intact(const std::string& arena, uint32_t rank) {
+bool data_intact(const std::string& arena, uint32_t rank, const ArenaOptions& where) {
   return test::run_in_child([&] {
-           RankAttachment worker = RankAttachment::attach(real_os(), arena, rank, 0);
+           RankAttachment worker = RankAttachment::attach(real_os(), arena, rank, 0, {.where = where});
            bool intact = !find_pattern_mismatch(worker.region().data(), worker.region().size(), kSeed + rank);
            worker.detach();
            return intact;
@@ -63,8 +64,8 @@ TEST_CASE("adoption after kill -9: a worker's data survives, the generation goes
   d.start();
   REQUIRE(d.create("kv", 1 << 20, 2)["ok"] == true);
   const std::string arena = d.arena("kv");
-  write_from_worker(arena, 0);
-  write_from_worker(arena, 1);
+  write_from_worker(arena, 0, d.where());
+  write_from_worker(arena, 1, d.where());
   const uint64_t generation = inspect_arena(real_os(), arena).generation;
 
   CHECK(d.stop(SIGKILL) == -SIGKILL);
@@ -72,8 +73,8 @@ TEST_CASE("adoption after kill -9: a worker's data survives, the generation goes
   d.start();                                     // and the next one replaces it
   CHECK(inspect_arena(real_os(), arena).generation == generation + 1);
   CHECK(d.log().find(cat("adopted arena '", arena, "': generation ", generation + 1)) != std::string::npos);
-  CHECK(data_intact(arena, 0));
-  CHECK(data_intact(arena, 1));
+  CHECK(data_intact(arena, 0, d.where()));
+  CHECK(data_intact(arena, 1, d.where()));
 
   Json status = d.ask("status");
   CHECK(status["arenas"]["adopted_at_start"] == 1);
@@ -86,7 +87,7 @@ TEST_CASE("adoption after kill -9: a worker's data survives, the generation goes
   CHECK(d.stop() == 0);
   d.start();
   CHECK(inspect_arena(real_os(), arena).generation == generation + 2);
-  CHECK(data_intact(arena, 0));
+  CHECK(data_intact(arena, 0, d.where()));
   CHECK(d.stop() == 0);
 }
 
@@ -97,7 +98,7 @@ TEST_CASE("an inconsistent leftover is quarantined at start with its data kept; 
   ArenaOptions where = d.where();
   create_arena_with_control(real_os(), broken, layout_for_size(1 << 20, 2, 65536), where);
   create_arena_with_control(real_os(), fine, layout_for_size(1 << 20, 2, 65536), where);
-  write_from_worker(broken, 0);
+  write_from_worker(broken, 0, where);
   const std::string rank1 = cat(arena_data_dir(d.dir(), broken), "/rank-1");
   REQUIRE(truncate(rank1.c_str(), 4096) == 0);
 
@@ -196,6 +197,27 @@ TEST_CASE("one hugepind per socket; a bad configuration stops the start, named b
                                 " --check-config --retention 3h"));
   CHECK(check.status == 0);
   CHECK(check.out.find("retention = 3h (flag --retention)") != std::string::npos);
+}
+
+// Issue 20, item 2: a FIFO among the segments made a running hugepind stop answering (and
+// ignore SIGTERM), and a fresh one never reach READY. Planted by uid 65534.
+TEST_CASE("a FIFO planted as a segment or a region: hugepind starts, answers, writes metrics and stops") {
+  test::TestDaemon d("fifo");
+  const std::string top = d.dir() + "/" + std::string(kDataDirName);
+  REQUIRE(mkdir(top.c_str(), 0755) == 0);
+  REQUIRE(chmod(top.c_str(), 01777) == 0);  // as systemd-tmpfiles once made it
+  const std::string segment = control_segment_path(d.arena("fifo"));
+  const std::string data = top + "/" + d.arena("data");
+  REQUIRE(test::run_as_nobody([&] {
+            return mkfifo(segment.c_str(), 0666) == 0 && mkdir(data.c_str(), 0755) == 0 &&
+                   mkfifo((data + "/rank-0").c_str(), 0666) == 0;
+          }) == 0);
+  d.start();  // READY=1, or the test fails with the daemon's log
+  CHECK(d.ask("status")["ok"] == true);
+  CHECK(d.ask("list")["ok"] == true);
+  CHECK(test::TestDaemon::wait_until([&] { return std::filesystem::exists(d.dir() + "/hugepin.prom"); }));
+  CHECK(d.stop() == 0);
+  unlink(segment.c_str());
 }
 
 }  // namespace hugepin

@@ -30,7 +30,7 @@ using daemon::Json;
 
 // A worker process that attaches to (arena, tp_rank) and stays until killed; returns its pid once
 // attached.
-pid_t start_worker(const std::string& arena, uint32_t tp_rank) {
+pid_t start_worker(const std::string& arena, uint32_t tp_rank, const ArenaOptions& where) {
   int ready[2];
   REQUIRE(pipe(ready) == 0);
   std::fflush(nullptr);
@@ -39,7 +39,7 @@ pid_t start_worker(const std::string& arena, uint32_t tp_rank) {
   if (pid == 0) {
     close(ready[0]);
     try {
-      RankAttachment worker = RankAttachment::attach(real_os(), arena, tp_rank, 0);
+      RankAttachment worker = RankAttachment::attach(real_os(), arena, tp_rank, 0, {.where = where});
       char byte = 1;
       (void)!write(ready[1], &byte, 1);
       for (;;) pause();
@@ -73,7 +73,7 @@ TEST_CASE("a worker killed while attached is marked dead by the reaper, and its 
   d.start();
   REQUIRE(d.create("kv", 1 << 20, 2)["ok"] == true);
   const std::string arena = d.arena("kv");
-  pid_t worker = start_worker(arena, 1);
+  pid_t worker = start_worker(arena, 1, d.where());
   CHECK(rank_state(arena, 1) == static_cast<uint8_t>(RankState::kAttached));
   kill_worker(worker);
   // The state is written first, then the log line and the count: wait for the last of them.
@@ -88,7 +88,7 @@ TEST_CASE("a worker killed while attached is marked dead by the reaper, and its 
   CHECK(rank_state(arena, 0) == static_cast<uint8_t>(RankState::kCreated));  // the other rank is untouched
 
   // The next worker takes the rank over.
-  pid_t next = start_worker(arena, 1);
+  pid_t next = start_worker(arena, 1, d.where());
   ArenaSnapshot snapshot = inspect_arena(real_os(), arena);
   CHECK(snapshot.ranks[1].status.alive);
   CHECK(snapshot.ranks[1].status.takeovers == 1);
@@ -108,7 +108,7 @@ TEST_CASE("an arena without owner past the retention is destroyed; one with a li
   std::optional<ArenaClaimLock> claim{ArenaClaimLock::take(real_os(), *claiming_segment, claiming)};
   REQUIRE(d.create("owned")["ok"] == true);
   const std::string owned = d.arena("owned");
-  pid_t worker = start_worker(owned, 0);
+  pid_t worker = start_worker(owned, 0, d.where());
   // "mapped" stands for an arena a process uses through the shim: its region file is locked
   // (after the worker's fork, which would otherwise hold the lock too).
   REQUIRE(d.create("mapped")["ok"] == true);

@@ -153,5 +153,23 @@ TEST_CASE("arena create --plan makes exactly the planned regions") {
 TEST_CASE("plan --input refuses what is not a regular file, without reading it") {
   Run zero = run_hugepin("plan --input /dev/zero");  // would be read until memory ran out
   CHECK(zero.status == 1);
-  CHECK(zero.out.find("plan input /dev/zero is not a regular file") != std::string::npos);
+  CHECK(zero.out == "hugepin: error: refusing plan input /dev/zero: it is a character device, not a regular file\n");
+}
+
+// Issue 20, item 8: a plan that names a field twice took the last value; a plan of 131,072 ranks
+// was accepted where arenas stop at 65,536.
+TEST_CASE("a plan naming a field twice, or more ranks than an arena has, is rejected naming it") {
+  hugepin::test::TempDir dir;
+  std::string path = write_file(dir.path(), "twice.json", R"({"tp": 1, "pp": 1, "blocks_per_chunk": 4, "cpu_bytes": 1e9,
+      "ranks": [{"tp_rank": 0, "pp_rank": 0, "num_blocks": 8, "bytes_per_block": 64, "bytes_per_block": 4096}]})");
+  Run run = run_hugepin("plan --input " + path);
+  CHECK(run.status == 1);
+  CHECK(run.out == "hugepin: error: " + path +
+                       ": ranks[0].bytes_per_block: given twice (a plan names each field once; which one was meant?)\n");
+
+  path = write_file(dir.path(), "huge.json", R"({"tp": 131072, "pp": 1, "blocks_per_chunk": 1, "cpu_bytes": 1e12,
+      "ranks": [{"tp_rank": 0, "pp_rank": 0, "num_blocks": 8, "bytes_per_block": 64}]})");
+  run = run_hugepin("plan --input " + path);
+  CHECK(run.status == 1);
+  CHECK(run.out == "hugepin: error: " + path + ": tp * pp = 131072 * 1 = 131072: more ranks than the 65536 an arena may have\n");
 }

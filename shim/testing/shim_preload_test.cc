@@ -14,6 +14,7 @@
 
 #include "base/error.h"
 #include "base/size.h"
+#include "ipc/test_arena.h"
 #include "shim/testing/shim_test_support.h"
 
 namespace hugepin {
@@ -26,7 +27,7 @@ std::string describe(const ShimRun& run) { return cat("exit ", run.status, ", ou
 
 bool has_table(const ShimEnvironment& env) {
   for (const auto& entry : std::filesystem::directory_iterator(env.shm_dir())) {
-    if (entry.path().filename().string().rfind("hugepin.shim.", 0) == 0) return true;
+    if (entry.path().filename().string().rfind("hugepin-shim-table.", 0) == 0) return true;
   }
   return false;
 }
@@ -283,6 +284,38 @@ TEST_CASE("the library exports the interposed functions only, unversioned, and n
   }
 }
 
+// Issue 20, item 3: a rank held through the shim showed in inspect as "created", no PID, nothing
+// pinned.
+TEST_CASE("hugepin inspect shows the process that holds a rank through the shim") {
+  ShimEnvironment env;
+  test::TestArena arena("inspect-shim", test::small_layout(1, 1, 4, kMiB));
+  const std::string here = "HUGEPIN_SHM_DIR=" + arena.dir();
+  test::HeldProcess holder(env.command(cat(here, " HUGEPIN_ARENA=", arena.name(), " HUGEPIN_RANK=0"),
+                                       test::probe13() + " hold 3000001"));
+  std::string line = holder.read_line();
+  REQUIRE_MESSAGE(line.rfind("table ", 0) == 0, line);
+
+  test::CommandResult json =
+      test::run_command(cat("env ", here, " ", HUGEPIN_CLI_PATH, " inspect ", arena.name(), " --json"));
+  REQUIRE_MESSAGE(json.status == 0, json.out);
+  const auto rank = nlohmann::json::parse(json.out)["arenas"][0]["ranks"][0];
+  CHECK(rank["pid"] == 0);  // no worker attached
+  REQUIRE(rank["shim"].is_object());
+  CHECK(rank["shim"]["pid"] == holder.pid());
+  CHECK(rank["shim"]["program"] == "shim_probe13");
+  CHECK(rank["shim"]["allocations"] == 1);
+  CHECK(rank["shim"]["bytes_given"] == 3002368);  // 733 pages of 4 KiB
+  CHECK(rank["shim"]["pinned_bytes"] == 3002368);
+
+  test::CommandResult table = test::run_command(cat("env ", here, " ", HUGEPIN_CLI_PATH, " inspect ", arena.name()));
+  CHECK(table.status == 0);
+  CHECK_MESSAGE(table.out.find(cat("rank 0 is held through the LD_PRELOAD shim by pid ", holder.pid(),
+                                   " (shim_probe13, uid 0): 1 allocation, 2.86 MiB given, 2.86 MiB pinned")) !=
+                    std::string::npos,
+                table.out);
+  CHECK(holder.finish() == 0);
+}
+
 TEST_CASE("hugepin shim list shows a running process's allocations; stale and corrupt tables are marked") {
   ShimEnvironment env;
   test::create_shm_arena(env.shm_dir(), "kv", 2, 16 * kMiB);
@@ -290,7 +323,7 @@ TEST_CASE("hugepin shim list shows a running process's allocations; stale and co
   std::string line = holder.read_line();
   REQUIRE_MESSAGE(line.rfind("table ", 0) == 0, line);
   // A table left by a process that is gone (above any pid_max), and a file that is not a table.
-  std::string stale = env.shm_dir() + "/hugepin.shim.999999999";
+  std::string stale = env.shm_dir() + "/hugepin-shim-table.999999999";
   std::filesystem::copy_file(line.substr(6), stale);
   {
     std::fstream file(stale, std::ios::in | std::ios::out | std::ios::binary);
@@ -298,7 +331,7 @@ TEST_CASE("hugepin shim list shows a running process's allocations; stale and co
     file.seekp(24);  // Header::pid
     file.write(reinterpret_cast<const char*>(&pid), sizeof pid);
   }
-  std::ofstream(env.shm_dir() + "/hugepin.shim.77") << "garbage";
+  std::ofstream(env.shm_dir() + "/hugepin-shim-table.77") << "garbage";
 
   test::CommandResult json = test::run_command(cat("env HUGEPIN_SHM_DIR=", env.shm_dir(), " ", HUGEPIN_CLI_PATH,
                                                    " shim list --json"));

@@ -93,7 +93,7 @@ uint64_t expected_page() {
 
 std::string table_path() {
   const char* dir = std::getenv("PROBE_SHM_DIR");
-  return cat(dir != nullptr ? dir : "/dev/shm", "/hugepin.shim.", getpid());
+  return cat(dir != nullptr ? dir : "/dev/shm", "/hugepin-shim-table.", getpid());
 }
 
 // The live entry of this process's allocation table at `address`, if any.

@@ -228,26 +228,4 @@ bool TestDaemon::wait_until(const std::function<bool()>& done, int timeout_ms) {
   return true;
 }
 
-int run_as_nobody(gid_t gid, const std::vector<gid_t>& groups, const std::function<bool()>& body) {
-  std::fflush(nullptr);
-  pid_t pid = fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    int code = 3;
-    if (setgroups(groups.size(), groups.data()) == 0 && setgid(gid) == 0 && setuid(65534) == 0) {
-      try {
-        code = body() ? 0 : 1;
-      } catch (const std::exception& error) {
-        std::fprintf(stderr, "child (uid 65534): %s\n", error.what());
-        code = 2;
-      }
-    }
-    std::fflush(nullptr);
-    _exit(code);
-  }
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
 }  // namespace hugepin::test

@@ -16,6 +16,7 @@
 
 #include "daemon/protocol.h"
 #include "hugemem/backing.h"
+#include "tests/support/child_process.h"
 #include "tests/support/temp_dir.h"
 
 namespace hugepin::test {
@@ -98,9 +99,5 @@ class TestDaemon {
   std::map<std::string, std::string> env_;
   pid_t pid_ = 0;
 };
-
-// Runs `body` in a forked child as uid 65534 (nobody) with primary group `gid` and supplementary
-// groups `groups`; returns its exit status (0: body returned true).
-int run_as_nobody(gid_t gid, const std::vector<gid_t>& groups, const std::function<bool()>& body);
 
 }  // namespace hugepin::test

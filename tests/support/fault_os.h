@@ -3,6 +3,8 @@
 // NoMembarrierOs plays a kernel that refuses membarrier(2).
 #pragma once
 
+#include <fcntl.h>
+
 #include <atomic>
 #include <cerrno>
 #include <map>
@@ -34,6 +36,13 @@ class ForwardingOs : public Os {
   int list_data_dir(const std::string& path, std::vector<std::string>* names) override {
     return target_.list_data_dir(path, names);
   }
+  int openat(int dir_fd, const std::string& name, int flags, mode_t mode) override {
+    return target_.openat(dir_fd, name, flags, mode);
+  }
+  int mkdirat(int dir_fd, const std::string& name, mode_t mode) override { return target_.mkdirat(dir_fd, name, mode); }
+  int unlinkat(int dir_fd, const std::string& name, int flags) override { return target_.unlinkat(dir_fd, name, flags); }
+  int list_dir_at(int dir_fd, std::vector<std::string>* names) override { return target_.list_dir_at(dir_fd, names); }
+  int set_blocking(int fd) override { return target_.set_blocking(fd); }
   ssize_t pread(int fd, void* data, size_t bytes, uint64_t offset) override {
     return target_.pread(fd, data, bytes, offset);
   }
@@ -121,6 +130,10 @@ class FaultInjectionOs : public ForwardingOs {
 
   int open(const std::string& path, int flags, mode_t mode) override {
     return inject("open", [&] { return target_.open(path, flags, mode); });
+  }
+  // Named "create" when the call may create a file (O_CREAT), "openat" otherwise.
+  int openat(int dir_fd, const std::string& name, int flags, mode_t mode) override {
+    return inject((flags & O_CREAT) != 0 ? "create" : "openat", [&] { return target_.openat(dir_fd, name, flags, mode); });
   }
   int ftruncate(int fd, uint64_t size) override { return inject("ftruncate", [&] { return target_.ftruncate(fd, size); }); }
   int fchmod(int fd, mode_t mode) override { return inject("fchmod", [&] { return target_.fchmod(fd, mode); }); }
