@@ -351,6 +351,7 @@ class OffloadRun {
         }
         path.progress(1'000'000, &settled);
         settle(timed, until);
+        options_.check_interrupted();
       }
       cpu_end = thread_cpu_ns();
       delivery_end = path.delivery_cpu_ns;

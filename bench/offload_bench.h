@@ -52,6 +52,8 @@ struct OffloadBenchOptions {
   uint64_t blocks_per_chunk = 16;
   int64_t poll_interval_ns = 50'000;  // the engine way's event polling
   int64_t step_ns = 2'000'000;        // the hugepin row's compute epochs
+  // Called at every step; throws to stop the run (Ctrl-C). The arena and the ranks go as it unwinds.
+  std::function<void()> check_interrupted = [] {};
 };
 
 enum class OffloadPath : uint8_t { kCopyEngine = 0, kHugepin = 1, kEngineWay = 2 };

@@ -13,6 +13,7 @@
 #include "bench/stats.h"
 #include "cli/arena_view.h"
 #include "cli/command.h"
+#include "cli/interruption.h"
 #include "cli/demo/demo_scheduler.h"
 
 namespace hugepin::cli {
@@ -77,6 +78,8 @@ int run(const DemoArgs& args) {
   config.plan.cpu_bytes = size_value(args.cpu_bytes);
   config.plan.page_size = page_size_value(args.page_size);
   config.progress = !args.json && isatty(STDERR_FILENO) != 0;
+  Interruption interruption;  // Ctrl-C ends the run cleanly: workers stopped, arena removed
+  config.check_interrupted = [&interruption] { interruption.check("running the demo"); };
   if (config.kill_rank >= static_cast<int>(config.plan.tp * config.plan.pp)) {
     throw UsageError(cat("--kill-rank ", config.kill_rank, " is not a rank of TP ", config.plan.tp, " x PP ",
                          config.plan.pp));

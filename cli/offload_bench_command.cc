@@ -9,6 +9,7 @@
 #include "base/size.h"
 #include "base/table.h"
 #include "bench/offload_bench.h"
+#include "cli/interruption.h"
 
 namespace hugepin::cli {
 namespace {
@@ -56,6 +57,8 @@ int run(OffloadArgs& args) {
   } catch (const Error& error) {
     throw UsageError(error.what());
   }
+  Interruption interruption;  // Ctrl-C ends the run cleanly: ranks stopped, arena removed
+  options.check_interrupted = [&interruption] { interruption.check("benchmarking the offload path"); };
   const bool tty = !args.json && isatty(STDERR_FILENO) != 0;
   bench::OffloadBenchResult result = bench::run_offload_bench(options, [tty](const std::string& line) {
     if (tty) std::cerr << "\r\033[K  " << line << std::flush;

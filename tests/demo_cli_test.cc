@@ -116,3 +116,17 @@ TEST_CASE("hugepin inspect sees the demo live: workers alive, scheduler figures 
   run_hugepin("arena destroy " + seen["name"].get<std::string>());
   std::remove(log.c_str());
 }
+
+TEST_CASE("Ctrl-C stops the demo cleanly: workers stopped, the arena removed, exit 1 with a message") {
+  // The demo's arena is demo-<its pid>: wait for its control segment, interrupt, wait for the exit.
+  const std::string script = std::string(HUGEPIN_CLI_PATH) + " " + kSmall +
+                             " --seconds 60 2>&1 & pid=$!; "
+                             "for i in $(seq 200); do [ -e /dev/shm/hugepin.demo-$pid ] && break; sleep 0.05; done; "
+                             "sleep 0.3; kill -INT $pid; wait $pid; echo \"status $?\"; "
+                             "ls /dev/shm/hugepin.demo-$pid /dev/shm/hugepin/demo-$pid 2>/dev/null | wc -l";
+  hugepin::test::CommandResult run = hugepin::test::run_command("bash -c '" + script + "'");
+  INFO(run.out);
+  CHECK(run.out.find("interrupted by SIGINT while running the demo") != std::string::npos);
+  CHECK(run.out.find("status 1\n") != std::string::npos);
+  CHECK(run.out.substr(run.out.rfind("status 1\n") + 9) == "0\n");  // nothing of the arena is left
+}

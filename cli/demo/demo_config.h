@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "cli/engine/mini_plan.h"
@@ -20,6 +21,9 @@ struct DemoConfig {
   bool keep = false;              // keep the arena afterwards
   std::string spill_dir;          // the disk tier: spill and restore chunks there ("" = none)
   bool progress = true;           // a progress line on stderr (when it is a terminal)
+  // Called at every step; throws to stop the run (Ctrl-C: cli/interruption.h). The arena and the
+  // workers go as the run unwinds, unless keep.
+  std::function<void()> check_interrupted = [] {};
 };
 
 }  // namespace hugepin::demo

@@ -46,6 +46,7 @@ class Engine {
     auto last_step = start;
     auto last_progress = start;
     for (bool killed = false;;) {
+      config_.check_interrupted();
       const double elapsed = ms_since(start) / 1000.0;
       const bool running = elapsed < config_.seconds;
       session_.drain(1'000'000);  // wakes on the rings' doorbell
