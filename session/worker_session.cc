@@ -19,7 +19,7 @@ struct WorkerSession::Landing {
   WorkerSession* session;
   bool copy;
   uint64_t sequence;  // copies: its sequence number; releases: unused
-  JobId job;          // copies: the job
+  uint64_t job;       // copies: the job; releases: the epoch
 };
 
 namespace {
@@ -206,7 +206,7 @@ void WorkerSession::release(Epoch epoch, void* stream) {
     last_epoch_ = epoch;
     releases_.push_back({epoch, next_copy_, stream == nullptr});
     if (stream != nullptr) {
-      landing = new Landing{this, false, 0, 0};
+      landing = new Landing{this, false, 0, epoch};
       ++calls_pending_;
     } else {
       post_releases_locked();
@@ -226,10 +226,9 @@ void WorkerSession::release_reached(Landing* landing) {
   std::unique_ptr<Landing> owned(landing);
   {
     std::lock_guard lock(mutex_);
-    // Stream calls run in enqueue order, and releases are queued in that order too: the first
-    // release still waiting for its stream is this one.
+    // Releases on different streams may reach them in any order: mark this one by its epoch.
     for (Release& release : releases_) {
-      if (!release.stream_reached) {
+      if (release.epoch == landing->job) {
         release.stream_reached = true;
         break;
       }
