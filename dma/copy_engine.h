@@ -84,19 +84,22 @@ class CopyEngine {
   // `direction`), with no completion object: follow it with when_done() to learn when it landed.
   // The host engine copies before it returns and ignores `stream`.
   virtual void enqueue(Direction direction, std::span<const BlockPair> pairs, CopyBackend backend, void* stream) = 0;
-  // Calls fn(context) once everything enqueued on `stream` (null: the engine's stream for
-  // `direction`) before this call has completed: cudaLaunchHostFunc on the GPU engines, whose
-  // driver thread runs fn (it must be quick and must not call CUDA), and a call right now on the
-  // host engine. fn runs exactly once when this returns; not at all when it throws Error, which
-  // it does only after waiting for everything enqueued on the stream.
-  virtual void when_done(Direction direction, void* stream, void (*fn)(void*), void* context) = 0;
+  // Calls fn(context, error) once everything enqueued on `stream` (null: the engine's stream for
+  // `direction`) before this call has completed, without holding the stream up: on the GPU
+  // engines a thread of the engine's waits for an event recorded here (dma/completion_watcher.h)
+  // and runs fn, which must be quick; the host engine calls it right now. error is 0, or EIO
+  // when that work failed. fn runs exactly once when this returns; not at all when it throws
+  // Error, which it does only after waiting for everything enqueued on the stream.
+  using CompletionCall = void (*)(void* context, int error);
+  virtual void when_done(Direction direction, void* stream, CompletionCall fn, void* context) = 0;
   // Timing marks: mark() records a point on `stream` (null: the engine's stream for `direction`)
   // and returns its id; once the work enqueued before a later mark has completed, span(start,
   // end) gives the time between the two marks and when the later one was reached, on
   // CLOCK_MONOTONIC, and forgets both. The GPU engines use timing events (a clock calibrated
   // against CLOCK_MONOTONIC when the engine is made: about a microsecond apart); the host engine,
-  // which copies inside enqueue(), the time of the call. Throws Error when an event cannot be
-  // recorded or read (span() before the end mark completed, an unknown id).
+  // which copies inside enqueue(), the time of the call. span() waits for the end mark: the
+  // completion call that announced the work may run before the driver marks the event done.
+  // Throws Error when an event cannot be recorded or read, or for an unknown id.
   struct MarkSpan {
     int64_t elapsed_ns = 0;
     int64_t end_ns = 0;  // CLOCK_MONOTONIC

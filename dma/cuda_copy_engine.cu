@@ -9,9 +9,11 @@
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <optional>
 
 #include "base/error.h"
 #include "dma/copy_engine.h"
+#include "dma/completion_watcher.h"
 #include "dma/copy_plan.h"
 #include "dma/cuda_check.h"
 #include "dma/cuda_copy_kernels.cuh"
@@ -168,9 +170,12 @@ class CudaCopyEngine final : public CopyEngine {
     check_cuda(state, "calibrating the GPU clock");
     origin_ns_ = std::chrono::duration_cast<std::chrono::nanoseconds>(
                      std::chrono::steady_clock::now().time_since_epoch()).count();
+    watcher_.emplace(options_.device);
   }
 
   ~CudaCopyEngine() override {
+    // Members go after this body: the completion calls must run while the streams still exist.
+    watcher_.reset();
     for (cudaStream_t stream : streams_) {
       cudaStreamSynchronize(stream);
       cudaStreamDestroy(stream);
@@ -219,11 +224,11 @@ class CudaCopyEngine final : public CopyEngine {
     }
   }
 
-  void when_done(Direction direction, void* caller_stream, void (*fn)(void*), void* context) override {
+  void when_done(Direction direction, void* caller_stream, CompletionCall fn, void* context) override {
     check_cuda(cudaSetDevice(options_.device), cat("selecting GPU ", options_.device));
     cudaStream_t stream = stream_for(direction, caller_stream);
     try {
-      check_cuda(cudaLaunchHostFunc(stream, fn, context), "enqueuing a completion call");
+      watcher_->add(stream, fn, context);
     } catch (...) {
       wait_out(stream);
       throw;
@@ -264,6 +269,10 @@ class CudaCopyEngine final : public CopyEngine {
     if (first == marks_.end() || last == marks_.end()) throw Error(cat("no timing marks ", start, " and ", end));
     float elapsed_ms = 0;
     float since_origin_ms = 0;
+    // A completion call may run before the driver marks the events before it complete
+    // (cudaEventElapsedTime then says cudaErrorNotReady): wait for the end mark, which has landed
+    // or is about to, and with it for the start mark queued before it on the same stream.
+    check_cuda(cudaEventSynchronize(last->second), "waiting for a copy's end mark");
     check_cuda(cudaEventElapsedTime(&elapsed_ms, first->second, last->second), "reading a copy's GPU time");
     check_cuda(cudaEventElapsedTime(&since_origin_ms, origin_event_, last->second), "reading a copy's GPU time");
     const MarkSpan result{static_cast<int64_t>(elapsed_ms * 1e6), origin_ns_ + static_cast<int64_t>(since_origin_ms * 1e6)};
@@ -374,6 +383,7 @@ class CudaCopyEngine final : public CopyEngine {
   std::unordered_map<uint64_t, cudaEvent_t> marks_;
   std::vector<cudaEvent_t> spare_events_;
   uint64_t last_mark_ = 0;
+  std::optional<CompletionWatcher> watcher_;  // reset first in the destructor
 };
 
 }  // namespace

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <mutex>
 #include <random>
 
 #include "base/error.h"
@@ -139,7 +140,69 @@ std::vector<BlockPair> random_pairs(uint64_t blocks, uint64_t count, uint64_t se
   return pairs;
 }
 
+// What the completion calls of one test saw: the order they ran in, and whether the bytes of
+// their copies were in the host region when they ran.
+struct CallLog {
+  std::mutex mutex;
+  std::vector<int> order;
+  std::vector<bool> landed;
+  std::vector<int> errors;
+};
+
+struct CallContext {
+  CallLog* log;
+  int id;
+  std::vector<std::pair<const std::byte*, const std::byte*>> spans;  // host bytes, expected bytes
+  size_t bytes;
+};
+
+void note_call(void* context, int error) {
+  auto* call = static_cast<CallContext*>(context);
+  bool landed = true;
+  for (const auto& [host, expected] : call->spans) landed &= std::memcmp(host, expected, call->bytes) == 0;
+  std::lock_guard lock(call->log->mutex);
+  call->log->order.push_back(call->id);
+  call->log->landed.push_back(landed);
+  call->log->errors.push_back(error);
+}
+
 }  // namespace
+
+TEST_CASE("completion calls run once each, after their copies have landed, in order, none lost when the engine goes") {
+  Fixture& f = *g_fixture;
+  constexpr uint64_t kBlock = 64 * kKiB;
+  constexpr int kJobs = 8;
+  auto engine = make_cuda_copy_engine(f.views(kBlock), f.engine_options());
+  std::vector<std::byte> source(kRegionBytes);
+  fill_random(source, 7);
+  cuda_ok(cudaMemcpy(f.device, source.data(), kRegionBytes, cudaMemcpyHostToDevice), "fill device");
+  cuda_ok(cudaDeviceSynchronize(), "fill device");
+  std::memset(f.host(), static_cast<int>(kPoison), kRegionBytes);
+  const uint64_t blocks = engine->views()[0].device_blocks;
+  const uint64_t per_job = blocks / kJobs;
+  CallLog log;
+  std::vector<CallContext> calls(kJobs);
+  for (int job = 0; job < kJobs; ++job) {
+    std::vector<BlockPair> pairs;
+    for (uint64_t b = job * per_job; b < (job + 1) * per_job; ++b) pairs.push_back({b, b});
+    calls[job] = {&log, job, {}, per_job * kBlock};
+    for (const SegmentView& view : engine->views()) {
+      const uint64_t offset = reinterpret_cast<uintptr_t>(view.host_base) - reinterpret_cast<uintptr_t>(f.host());
+      const uint64_t at = offset + job * per_job * kBlock;
+      calls[job].spans.push_back({f.host() + at, source.data() + at});
+    }
+    engine->enqueue(Direction::kDeviceToHost, pairs, CopyBackend::kDmaBatch, nullptr);
+    engine->when_done(Direction::kDeviceToHost, nullptr, &note_call, &calls[job]);
+  }
+  engine.reset();  // the calls not run yet run now, each after its copies
+  REQUIRE(log.order.size() == kJobs);
+  for (int job = 0; job < kJobs; ++job) {
+    CAPTURE(job);
+    CHECK(log.order[job] == job);
+    CHECK(log.landed[job]);
+    CHECK(log.errors[job] == 0);
+  }
+}
 
 TEST_CASE("every backend moves exactly the right bytes at every block size") {
   Fixture& f = *g_fixture;

@@ -51,7 +51,7 @@ class HostCopyEngine final : public CopyEngine {
     }
   }
 
-  void when_done(Direction, void*, void (*fn)(void*), void* context) override { fn(context); }
+  void when_done(Direction, void*, CompletionCall fn, void* context) override { fn(context, 0); }
 
   uint64_t mark(Direction, void*) override {
     std::lock_guard lock(marks_mutex_);

@@ -145,27 +145,28 @@ void WorkerSession::launch(JobKind kind, JobId job, std::span<const BlockPair> p
       std::lock_guard lock(mutex_);
       in_flight_[job].error = error.errno_value() != 0 ? error.errno_value() : EIO;
     }
-    copy_landed(landing);
+    copy_landed(landing, 0);
     throw;
   }
 }
 
-void WorkerSession::landed_call(void* context) {
+void WorkerSession::landed_call(void* context, int error) {
   auto* landing = static_cast<Landing*>(context);
   if (landing->copy) {
-    landing->session->copy_landed(landing);
+    landing->session->copy_landed(landing, error);
   } else {
     landing->session->release_reached(landing);
   }
 }
 
-void WorkerSession::copy_landed(Landing* landing) {
+void WorkerSession::copy_landed(Landing* landing, int error) {
   std::unique_ptr<Landing> owned(landing);
   {
     std::lock_guard lock(mutex_);
     auto it = in_flight_.find(landing->job);
     JobResult result = it->second;
     in_flight_.erase(it);
+    if (result.error == 0) result.error = error;  // the copies failed on the GPU
     result.landed_ns = monotonic_ns();
     Report report{result.error == 0 ? ReportKind::kCopyComplete : ReportKind::kCopyFailed, 0,
                   static_cast<uint32_t>(result.error), 0, result.job, 0};

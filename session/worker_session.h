@@ -7,9 +7,10 @@
 //   worker.load(job, pairs, stream);                          //   report is posted when they land
 //   worker.release(epoch, compute_stream);                    // compute-release for the fence
 //
-// Completion is pushed, not polled: behind each job's copies the session enqueues a host call
-// (cudaLaunchHostFunc) that runs when they have landed; it records the job finished and posts
-// its copy-complete report on the rank's ring right there. The host-memcpy backend copies inside
+// Completion is pushed, not polled: behind each job's copies the session queues a call that the
+// copy engine runs as soon as they have landed (an event its thread waits on, asleep; the stream
+// runs on); it records the job finished and posts its copy-complete (or copy-failed) report on
+// the rank's ring right there. The host-memcpy backend copies inside
 // store()/load() and posts before returning. A release is posted once every copy launched before
 // it has landed (and its stream, when given, reached it).
 //
@@ -157,8 +158,8 @@ class WorkerSession {
   };
 
   void launch(JobKind kind, JobId job, std::span<const BlockPair> pairs, void* stream);
-  static void landed_call(void* landing);
-  void copy_landed(Landing* landing);
+  static void landed_call(void* landing, int error);
+  void copy_landed(Landing* landing, int error);
   void release_reached(Landing* landing);
   void record_landed(uint64_t sequence);
   void post_releases_locked();

@@ -40,6 +40,11 @@ def host_tensor(worker, segment: int | None = None, dtype=None, shape=None) -> t
     tensor.is_pinned() is True. InvalidArgumentError names a dtype or shape that does not fit."""
     dtype = torch.uint8 if dtype is None else dtype
     itemsize = _itemsize(dtype)
+    if worker.region.pinned and torch.cuda.is_available():
+        # Until torch's own CUDA state is initialized it answers is_pinned() False for registered
+        # memory (seen with torch 2.11 on the H200 host), and code that checks it (pin_memory(),
+        # an engine asserting pinned buffers) would copy the region or refuse it.
+        torch.cuda.init()
     if segment is None:
         buffer = worker.buffer()
         nbytes = len(buffer)

@@ -1,0 +1,78 @@
+#include "dma/completion_watcher.h"
+
+#include <cerrno>
+#include <functional>
+
+#include "dma/cuda_check.h"
+
+namespace hugepin {
+
+CompletionWatcher::~CompletionWatcher() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  for (auto& queue : queues_) queue->wake.notify_all();
+  for (auto& queue : queues_) queue->thread.join();
+  for (cudaEvent_t event : spare_events_) cudaEventDestroy(event);
+}
+
+void CompletionWatcher::add(cudaStream_t stream, Call fn, void* context) {
+  std::unique_lock lock(mutex_);
+  cudaEvent_t event = take_event();
+  const cudaError_t recorded = cudaEventRecord(event, stream);
+  if (recorded != cudaSuccess) {
+    spare_events_.push_back(event);
+    check_cuda(recorded, "recording a completion event");
+  }
+  Queue& queue = queue_for(stream);
+  queue.pending.push_back({event, fn, context});
+  lock.unlock();
+  queue.wake.notify_one();
+}
+
+CompletionWatcher::Queue& CompletionWatcher::queue_for(cudaStream_t stream) {
+  for (auto& queue : queues_) {
+    if (queue->stream == stream) return *queue;
+  }
+  if (queues_.size() == kMaxThreads) return *queues_[std::hash<cudaStream_t>{}(stream) % kMaxThreads];
+  queues_.push_back(std::make_unique<Queue>());
+  Queue& queue = *queues_.back();
+  queue.stream = stream;
+  queue.thread = std::thread([this, &queue] { run(queue); });
+  return queue;
+}
+
+cudaEvent_t CompletionWatcher::take_event() {
+  if (!spare_events_.empty()) {
+    cudaEvent_t event = spare_events_.back();
+    spare_events_.pop_back();
+    return event;
+  }
+  cudaEvent_t event = nullptr;
+  check_cuda(cudaEventCreateWithFlags(&event, cudaEventDisableTiming | cudaEventBlockingSync),
+             "creating a completion event");
+  return event;
+}
+
+void CompletionWatcher::run(Queue& queue) {
+  // The runtime's current device is per thread: this one's must be the engine's.
+  const bool on_device = cudaSetDevice(device_) == cudaSuccess;
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    queue.wake.wait(lock, [&] { return stopping_ || !queue.pending.empty(); });
+    if (queue.pending.empty()) return;  // stopping, and nothing left to run
+    const Pending next = queue.pending.front();
+    lock.unlock();
+    // Waits asleep; an error (the work before the event failed, or the device is gone) means that
+    // work will not run any more: the call runs now, and says so.
+    const bool fired = on_device && cudaEventSynchronize(next.event) == cudaSuccess;
+    if (!fired) (void)cudaGetLastError();
+    next.fn(next.context, fired ? 0 : EIO);
+    lock.lock();
+    queue.pending.pop_front();
+    spare_events_.push_back(next.event);
+  }
+}
+
+}  // namespace hugepin
