@@ -16,6 +16,7 @@
 #include "cli/gpu_bench_commands.h"
 #include "cli/offload_bench_command.h"
 #include "cli/spill_bench_command.h"
+#include "ipc/ring_prefetch.h"
 #include "protocol/report.h"
 
 namespace hugepin::cli {
@@ -242,14 +243,14 @@ int run_ring(Context& context, const RingArgs& args) {
                 {"count", options.count}, {"repeat", options.repeat}, {"latency_samples", options.latency_samples},
                 {"latency_interval_ns", options.latency_interval_ns}, {"producer_cpu", result.producer_cpu},
                 {"consumer_cpu", result.consumer_cpu}, {"cpus", bench::core_sharing_name(result.core_sharing)},
-                {"membarrier", publish}, {"rows", rows}});
+                {"membarrier", publish}, {"prefetch", ring_prefetch_kind()}, {"rows", rows}});
     return 0;
   }
   std::cout << "reports between two processes: " << options.count << " per run (median of " << options.repeat
             << "), rings of " << bench::kRingBenchCapacity << " x " << sizeof(Report) << " bytes; latency at one report every "
             << fixed(args.latency_interval_us, 1) << " us; producer on CPU " << result.producer_cpu << ", consumer on CPU "
             << result.consumer_cpu << " (" << bench::core_sharing_name(result.core_sharing) << "); membarrier " << publish
-            << "\n";
+            << "; producer prefetch " << ring_prefetch_kind() << "\n";
   Table table({"METHOD", "BATCH", "REPORTS/s", "SPREAD", "vs Boost", "vs v1", "p50 ns", "p99 ns"}, {Table::Align::kLeft});
   for (const bench::RingBenchRow& row : result.rows) {
     const double rate = row.reports_per_second.median;

@@ -5,6 +5,7 @@
 #include <new>
 
 #include "base/error.h"
+#include "ipc/ring_prefetch.h"
 
 namespace hugepin {
 namespace {
@@ -19,20 +20,39 @@ bool inside(uint64_t offset, uint64_t length, uint64_t size) { return offset <= 
 
 constexpr size_t kLineBytes = 64;
 
+// The producer's prefetch of the slots past a batch (see kPrefetchAhead), chosen when hugepin is
+// configured (HUGEPIN_RING_PREFETCH: 1 read, 2 write, 0 off): which one is fastest differs by
+// machine, and `hugepin bench ring` names the one built in.
+#ifndef HUGEPIN_RING_PREFETCH
+#define HUGEPIN_RING_PREFETCH 2
+#endif
+static_assert(HUGEPIN_RING_PREFETCH >= 0 && HUGEPIN_RING_PREFETCH <= 2, "HUGEPIN_RING_PREFETCH: 0, 1 or 2");
+
 // Fetches the line holding `address` into this CPU's caches, as a hint. Volatile asm, not
 // __builtin_prefetch alone: GCC 12 found a function of nothing but prefetches "pure" and dropped
 // every call to it.
 void prefetch_line(const void* address) {
-#if defined(__x86_64__)
+#if HUGEPIN_RING_PREFETCH == 0
+  (void)address;
+#elif defined(__x86_64__) && HUGEPIN_RING_PREFETCH == 2
+  asm volatile("prefetchw %0" : : "m"(*static_cast<const char*>(address)));
+#elif defined(__x86_64__)
   asm volatile("prefetcht0 %0" : : "m"(*static_cast<const char*>(address)));
+#elif defined(__aarch64__) && HUGEPIN_RING_PREFETCH == 2
+  asm volatile("prfm pstl1keep, %0" : : "Q"(*static_cast<const char*>(address)));
 #elif defined(__aarch64__)
   asm volatile("prfm pldl1keep, %0" : : "Q"(*static_cast<const char*>(address)));
 #else
-  __builtin_prefetch(address, /*read=*/0, /*keep in all levels=*/3);
+  __builtin_prefetch(address, /*for a write=*/HUGEPIN_RING_PREFETCH == 2, /*keep in all levels=*/3);
 #endif
 }
 
 }  // namespace
+
+const char* ring_prefetch_kind() {
+  constexpr const char* kKinds[] = {"off", "read", "write"};
+  return kKinds[HUGEPIN_RING_PREFETCH];
+}
 
 static_assert(sizeof(ReportRing) % kCacheLinePair == 0, "the slots start on a line pair");
 static_assert(alignof(ReportRing) == kCacheLinePair);

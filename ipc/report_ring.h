@@ -115,14 +115,15 @@ class ReportRing {
 
   static constexpr uint32_t kDefaultSpins = 256;
 
-  // How far past a batch the producer prefetches the slots of the next ones, in records. Measured
-  // at batches of 32 between the development VM's two vCPUs (README, "Development VM"): where
-  // they are far apart (p50 latency 450-600 ns, as on the GPU host) 83-91 M/s without, mostly
-  // 112-126 with this read prefetch, 92-96 with PREFETCHW instead; where they are close it gained
-  // less (1.16x against 1.07x Boost) or cost (0.88x against 1.08x, with a costlier first version).
-  // Likely why it helps: the ring (128 KiB at 4096 records) outgrows the first-level cache, and a
-  // batch's stores wait for their lines (not pinned down). Not for single records: there it cost
-  // more instructions than it saved.
+  // How far past a batch the producer prefetches the slots of the next ones, in records; the kind
+  // of prefetch is a build option (ipc/ring_prefetch.h). Measured at batches of 32, two runs
+  // each, M/s against Boost.Lockfree's spsc_queue in the same run: on the H200 host (Sapphire
+  // Rapids, KVM) PREFETCHW 235 and 223 (1.92x, 1.36x), none 127 and 152 (1.12x, 1.15x), a read
+  // prefetch 78 and 82 (0.82x, 0.71x); on the development VM's two far-apart vCPUs none 83-91, a
+  // read prefetch mostly 112-126 (1.45x Boost in the table's run), PREFETCHW 92-96. Hence
+  // PREFETCHW by default, for the GPU hosts. Likely why it helps: the ring (128 KiB at 4096 records) outgrows the first-level
+  // cache, and a batch's stores wait for their lines, which a write prefetch fetches owned. Not
+  // for single records: there it cost more instructions than it saved.
   static constexpr uint32_t kPrefetchAhead = 64;
 
  private:
