@@ -116,7 +116,7 @@ class ReportRing {
   static constexpr uint32_t kDefaultSpins = 256;
 
   // How far past a batch the producer prefetches the slots of the next ones, in records. Measured
-  // at batches of 32 between the development VM's two vCPUs (README, "Development VM"): where
+  // at batches of 32 between the development VM's two vCPUs (docs/performance.md): where
   // they are far apart (p50 latency 450-600 ns, as on the GPU host) 83-91 M/s without, mostly
   // 112-126 with this read prefetch, 92-96 with PREFETCHW instead; where they are close it gained
   // less (1.16x against 1.07x Boost) or cost (0.88x against 1.08x, with a costlier first version).
