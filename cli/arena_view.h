@@ -1,4 +1,4 @@
-// How arenas are shown: tables for people, JSON for programs (fields documented in README).
+// How arenas are shown: tables for people, JSON for programs (fields documented in docs/commands.md).
 #pragma once
 
 #include <string>

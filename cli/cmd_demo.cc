@@ -144,7 +144,7 @@ void add_demo_command(CLI::App& app, Context& context) {
   demo->add_flag("--keep", c.keep, "Keep the arena afterwards");
   demo->add_option("--spill-dir", c.spill_dir, "Also spill chunks to files here and restore them (the disk tier)")
       ->check(CLI::ExistingDirectory);
-  demo->add_flag("--json", args->json, "Print the result as JSON (README)");
+  demo->add_flag("--json", args->json, "Print the result as JSON (docs/demo.md)");
   demo->callback([&context, args] { context.action = [args] { return run(*args); }; });
 }
 

@@ -83,7 +83,7 @@ void add_plan_command(CLI::App& app, Context& context) {
     bool json = false;
   };
   auto args = std::make_shared<PlanArgs>();
-  CLI::App* plan = app.add_subcommand("plan", "Capacity plan from per-rank KV layouts (README: Planner)");
+  CLI::App* plan = app.add_subcommand("plan", "Capacity plan from per-rank KV layouts (docs/planner.md)");
   plan->add_option("--input", args->input, "Plan input JSON: parallel layout, cpu_bytes, per-rank KV tensors")
       ->required()
       ->check(CLI::ExistingFile);

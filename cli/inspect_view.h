@@ -1,5 +1,5 @@
 // How the inspector's snapshots are shown: a table for people, JSON for programs (schema in
-// README, "Inspector and metrics").
+// docs/inspect.md).
 #pragma once
 
 #include <map>

@@ -41,5 +41,6 @@ if(SUBCOMMANDS)
   endforeach()
 endif()
 
-string(APPEND page ".SH SEE ALSO\nhugepin(1), hugepind(8), README.md of the hugepin sources\n")
+string(APPEND page ".SH SEE ALSO\nhugepin(1), hugepind(8), hugepind.conf(5), hugepin\\-plan(5), hugepin\\-shim(7);\n")
+string(APPEND page "docs/README.md of the hugepin sources\n")
 file(WRITE "${OUTPUT}" "${page}")

@@ -8,7 +8,7 @@
 //
 // Every reply is {"version": 1, "ok": true, ...} or {"version": 1, "ok": false, "error": "..."}.
 // Sizes are numbers of bytes or strings with a suffix ("64G"). Unknown fields are refused by
-// name (a typo must not be silently ignored). README "hugepind and systemd" shows each reply.
+// name (a typo must not be silently ignored). docs/daemon.md ("Requests") shows each reply.
 //
 // Thread-safety: pure functions.
 #pragma once

@@ -64,7 +64,7 @@ struct SpillOptions {
   mode_t mode = 0600;  // of a created file
   // io_uring: requests in flight, requests per submit, largest request; thread-pool threads.
   // Measured with `hugepin bench spill --methods uring,device --qd Q --request R --batch B`
-  // (README, Performance): 32 requests of 2 MiB in flight reach the device's sequential figure
+  // (docs/performance.md): 32 requests of 2 MiB in flight reach the device's sequential figure
   // on the development VM; fewer or smaller requests fall short; the batch made no measurable
   // difference from 1 to 32; 8 pool threads did better than 4 and 16.
   unsigned queue_depth = 32;

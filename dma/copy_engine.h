@@ -36,7 +36,7 @@ struct CopyEngineOptions {
   // The SM kernels run on at most this many thread blocks (one SM each at most).
   unsigned sm_blocks = 4;
   // kAuto uses an SM kernel for blocks smaller than these (bytes), DMA otherwise; measured on
-  // the GPU host (README, Performance) and overridable.
+  // the GPU host (docs/performance.md) and overridable.
   uint64_t auto_sm_below_h2d = 1 << 20;
   uint64_t auto_sm_below_d2h = 1 << 20;
   // Which SM kernel kAuto uses.
@@ -48,7 +48,7 @@ struct CopyEngineOptions {
   // kernel ends, and a GEMM that sizes its grid to every SM waits for it: on the H200, copies of
   // 16 KiB blocks by one kernel per 512 MiB slowed a bf16 GEMM loop by 35%; 1 MiB kernels by
   // 0.6%, but they move 4 KiB blocks at 38 GB/s instead of 47 when the GPU is otherwise idle
-  // (README, Performance). The default favours copy rate; set this where copies overlap compute.
+  // (docs/performance.md). The default favours copy rate; set this where copies overlap compute.
   uint64_t sm_slice_bytes = 0;
   // Host spans never cross a multiple of this many bytes from host_split_base. Set them from the
   // PinnedRegion (its host() and chunk_bytes()) when the host memory was pinned in chunks: the

@@ -18,7 +18,7 @@ struct PinOptions {
   // Largest registration; chunks start at multiples of it from the region's base. Values above
   // kMaxPinChunkBytes are lowered to it.
   uint64_t chunk_bytes = kMaxPinChunkBytes;
-  // Registrations in flight at once (measured on the GPU host: README, Performance).
+  // Registrations in flight at once (measured on the GPU host: docs/performance.md).
   unsigned threads = 4;
   // Chunk edges fall on multiples of this (the region's page size).
   uint64_t alignment = 4096;

@@ -2,7 +2,7 @@
 // node_exporter's textfile collector: every family has # HELP and # TYPE, its samples together,
 // no timestamps. Names start with hugepin_, carry their unit (_bytes, _seconds) and counters end
 // in _total. Labels: arena; per rank also rank, tp_rank, pp_rank and node (the node its pages are
-// on, "none" when unknown). The names are listed in README ("Inspector and metrics").
+// on, "none" when unknown). The names are listed in docs/inspect.md.
 #pragma once
 
 #include <cstdint>

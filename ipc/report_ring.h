@@ -120,10 +120,11 @@ class ReportRing {
   // each, M/s against Boost.Lockfree's spsc_queue in the same run: on the H200 host (Sapphire
   // Rapids, KVM) PREFETCHW 235 and 223 (1.92x, 1.36x), none 127 and 152 (1.12x, 1.15x), a read
   // prefetch 78 and 82 (0.82x, 0.71x); on the development VM's two far-apart vCPUs none 83-91, a
-  // read prefetch mostly 112-126 (1.45x Boost in the table's run), PREFETCHW 92-96. Hence
-  // PREFETCHW by default, for the GPU hosts. Likely why it helps: the ring (128 KiB at 4096 records) outgrows the first-level
-  // cache, and a batch's stores wait for their lines, which a write prefetch fetches owned. Not
-  // for single records: there it cost more instructions than it saved.
+  // read prefetch mostly 112-126 (1.45x Boost in the table's run), PREFETCHW 92-96
+  // (docs/performance.md). Hence PREFETCHW by default, for the GPU hosts. Likely why it helps:
+  // the ring (128 KiB at 4096 records) outgrows the first-level cache, and a batch's stores wait
+  // for their lines, which a write prefetch fetches owned. Not for single records: there it cost
+  // more instructions than it saved.
   static constexpr uint32_t kPrefetchAhead = 64;
 
  private:

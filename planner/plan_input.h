@@ -1,5 +1,5 @@
 // The planner's input: the parallel layout, the byte budget and every rank's KV cache, as the
-// engine describes them in JSON (the format is documented in README.md, "Planner").
+// engine describes them in JSON (the format is documented in docs/planner.md, "Input").
 //
 // parse_plan_input checks the JSON's shape and types; make_plan (capacity_plan.h) checks what
 // the values mean. Both name the JSON path of the value at fault in their one-line errors.

@@ -1,5 +1,5 @@
 // The capacity plan as JSON: the stable, documented output of `hugepin plan --json` (schema in
-// README.md, "Planner"). Fields are only ever added; "version" changes if one changes meaning.
+// docs/planner.md, "Output"). Fields are only ever added; "version" changes if one changes meaning.
 #pragma once
 
 #include <nlohmann/json.hpp>

@@ -1,7 +1,8 @@
 // The scheduler side of KV offloading: what an engine's scheduler calls so that no host chunk is
-// reused while a copy or a kernel of any TP x PP rank may still touch it.
-//
-// One loop drives it (see README, "Copy pins, quorum and the retirement fence"):
+// reused while a copy or a kernel of any TP x PP rank may still touch it. The rules (copy pins,
+// the completion quorum, the retirement fence, which reports apply, rank death and replacement)
+// are in docs/protocol.md, with the spin model and the simulation that check them. One loop
+// drives it:
 //
 //   JobId job = scheduler.dispatch(JobKind::kStore, chunks);  // pins, then send job to ranks
 //   for (const Report& r : popped_from_rings) scheduler.apply(r);
@@ -10,42 +11,11 @@
 //   scheduler.begin_epoch();          // a step's GPU work was queued
 //   scheduler.take_reusable(&free);   // chunks nothing can touch any more
 //
-// Copy pins: dispatch() adds a hold to every chunk of the job before the job is sent; the holds
-// go when every rank has settled the job (completion_quorum.h). A job completes when all
-// TP x PP ranks reported copy-complete, exactly once each.
-//
-// Retirement fence: retire() stamps a chunk with the current epoch; it becomes reusable when it
-// has no holds and every member rank reported compute-release at or past the stamp
-// (retirement_fence.h). SchedulerConfig::compute_barrier = kWaived (synchronous execution)
-// lets holds alone decide.
-//
-// Rank death. A rank that stops answering may still have DMA in flight into its host chunks and
-// GPU work reading them; only the exit of its process ends that. So:
-//   rank_unresponsive(r)  (the caller's heartbeat timeout, or a kDetach report): r's later
-//       reports are rejected; every job r has not reported fails now (FailedJob names the flat
-//       rank and its tp_rank, pp_rank) and its chunks are quarantined: held, and not pinnable.
-//       r stays a fence member at its last release: chunks retired at or after that epoch wait.
-//       dispatch() is refused until every rank is live again.
-//   rank_exited(r)  (its process is confirmed gone: ProcessWatch, pidfd): r settles every job it
-//       had not reported; a job's quarantine ends when all of its unresponsive ranks have
-//       exited, and its holds go once the live ranks have reported it too. r leaves the fence,
-//       so it no longer holds back the all-rank epoch. Implies rank_unresponsive(r) first.
-//   kAttach from an exited rank: a replacement. It is live again and joins the fence at
-//       current_epoch() - 1; the engine must give it no GPU work of closed epochs, and none of
-//       the jobs sent to the process it replaces (its exit settled them; the model in
-//       protocol/model shows a replayed job would be copied with no hold on its chunks). An attach
-//       that names the process that exited (read late from its ring) is rejected.
-//   kAttach from another process while the rank is live: the rank's process was replaced
-//       before its death was seen (a replacement may claim a rank whose owner is dead). Nothing
-//       more is trusted from the rank: it becomes unresponsive (its jobs fail, their chunks stay
-//       quarantined until rank_exited(r): the old process may still copy), and the attach is
-//       refused like one to an unresponsive rank: the replacement attaches again after the exit.
-// Nothing is released earlier: a report from a rank once declared unresponsive is never trusted.
-//
-// Reports: apply() checks, in order: rank in range, kind known, rank live, sequence above the
-// rank's last applied one, then the kind's own checks (job open and not settled by this rank;
-// epoch advancing and closed). A rejected report is counted by reason and changes nothing else.
-// A report for a failed job from a live rank is applied: it proves that rank's copy is over.
+// In short: a job's chunks are held until every rank has settled it (reported it, or exited); a
+// retired chunk comes back once no copy holds it and every member rank has released the epoch
+// it was retired in (unless SchedulerConfig::compute_barrier is kWaived); a rank that stops
+// answering fails its unreported jobs and keeps their chunks quarantined until its process is
+// gone. Nothing is released earlier.
 //
 // apply() for copy-complete, copy-failed and compute-release is O(1) (amortized for the fence,
 // plus the unpin of a job's chunks when its last rank settles) and does not allocate; failures
@@ -129,7 +99,10 @@ class OffloadScheduler {
   // active, or quarantined, or max_jobs_in_flight jobs are unsettled.
   JobId dispatch(JobKind kind, std::span<const ChunkId> chunks);
 
-  // Applies one report from a rank's ring; see the top of this file for the checks.
+  // Applies one report from a rank's ring. Checks, in order: rank in range, kind known, rank
+  // live, sequence above the rank's last applied one, then the kind's own (job open and not
+  // settled by this rank; epoch advancing and closed). A rejected report is counted by reason
+  // and changes nothing else (docs/protocol.md, "Jobs, copy pins, the fence and reports").
   ReportVerdict apply(const Report& report);
 
   // Appends the jobs that completed since the last call (oldest first) and forgets them.
@@ -149,7 +122,8 @@ class OffloadScheduler {
   // hands each back to the engine as active. Each retirement yields the chunk once.
   void take_reusable(std::vector<ChunkId>* out);
 
-  // See "Rank death" above. Both throw Error for rank >= TP x PP. rank_unresponsive returns the
+  // docs/protocol.md, "Rank death": rank_unresponsive(r) fails r's unreported jobs and
+  // quarantines their chunks; rank_exited(r) settles them once r's process is gone. Both throw Error for rank >= TP x PP. rank_unresponsive returns the
   // number of jobs it failed (0 when the rank was not live); rank_exited is a no-op for an
   // exited rank.
   size_t rank_unresponsive(uint32_t rank);

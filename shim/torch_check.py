@@ -236,7 +236,7 @@ def worker_parity(n):
     s = last_error_after(lambda: shim.cudaHostRegister(shim_ptr, 4096, 0))
     rows.append({"call": "cudaHostRegister(first page)", "real": [*r, None], "shim": [*s, None]})
     # A caller bound to libcudart's own symbol (dlsym on its handle, a static cudart) bypasses the
-    # shim: the runtime sees memory already registered. Shown, not compared (README: the shim).
+    # shim: the runtime sees memory already registered. Shown, not compared (docs/shim.md, "PyTorch").
     bypass = last_error_after(lambda: real.cudaHostRegister(shim_ptr, 4096, 0))
     if bypass[0] == 0:
         real.cudaHostUnregister(shim_ptr)

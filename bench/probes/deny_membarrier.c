@@ -1,6 +1,6 @@
 // deny_membarrier COMMAND [ARGS...]: runs COMMAND with membarrier(2) failing with ENOSYS, as a
 // sandbox's seccomp filter or an old kernel answers it, to measure what hugepin's rings do there
-// (README, "Development VM": the ring table's "refused" rows). Not part of hugepin.
+// (docs/performance.md, "Development VM": the ring table's "refused" rows). Not part of hugepin.
 #include <errno.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>

@@ -1,7 +1,7 @@
 // What the copy-path probes share: error checks, 1 GiB regions on 2 MiB pages, random block
 // pairs, and a warp-per-block copy kernel like the engine's SM kernel (without its look-ahead).
-// The probes are experiments kept so their README figures can be re-measured; they are built
-// with the CUDA code but are not part of hugepin.
+// The probes are experiments kept so their figures (docs/performance.md) can be re-measured;
+// they are built with the CUDA code but are not part of hugepin.
 #pragma once
 
 #include <cuda_runtime.h>

@@ -1,4 +1,4 @@
-// Probe: what limits SM-driven copies between host and GPU (README, Performance, "Tried and
+// Probe: what limits SM-driven copies between host and GPU (docs/performance.md, "Tried and
 // dropped"). Two questions, on 1 GiB of scattered blocks each way:
 //   1. Does the order of host addresses matter (GPU TLB reach over pinned host memory)? The same
 //      pairs run in random order, sorted by host block, and sorted by device block, with 4 and 8

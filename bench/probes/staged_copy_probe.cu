@@ -2,8 +2,8 @@
 // threads gather host blocks into a pinned staging buffer, one contiguous cudaMemcpyAsync moves
 // it, and a 4-SM kernel scatters it into device blocks (and the reverse for stores), pipelined
 // over `slots` buffers. The SM path plateaus near 92% of the link and the DMA engine needs large
-// copies (README, Performance); this moves the scatter to each side's own memory. Measured on the
-// H200 host it did not pay: the host's memory bandwidth, not the link, limits it (README,
+// copies (docs/performance.md); this moves the scatter to each side's own memory. Measured on the
+// H200 host it did not pay: the host's memory bandwidth, not the link, limits it (docs/performance.md,
 // "Tried and dropped").
 // Usage (root, a GPU, 1100 x 2 MiB hugepages): staged_copy_probe [SLOT_MIB=8] [SLOTS=4]
 // Prints GB/s per block size and thread count, best of 3, and checks every block.

@@ -90,7 +90,7 @@ typedef enum hugepin_job_kind {
 
 typedef struct hugepin_plan hugepin_plan;
 
-/* Plans `json` (the planner's input format, README "Planner": tp, pp, blocks_per_chunk,
+/* Plans `json` (the planner's input format, docs/planner.md: tp, pp, blocks_per_chunk,
  * cpu_bytes, and each rank's KV tensors or bytes_per_block) on this host (its hugepage pool and
  * the NUMA node of each rank's GPU). `length` is the text's length in bytes. Fails with -EINVAL
  * and a message naming the JSON path at fault for malformed or invalid input, and when the chunk

@@ -172,7 +172,7 @@ def _load() -> tuple[ctypes.CDLL, str]:
             continue
         return library, path
     raise ImportError("hugepin: cannot load libhugepin; tried " + "; ".join(tried) +
-                      ". Set HUGEPIN_LIBRARY to the library's path, or build and install it (README 'Python')")
+                      ". Set HUGEPIN_LIBRARY to the library's path, or build and install it (docs/python.md)")
 
 
 def _bind(library: ctypes.CDLL, path: str) -> None:

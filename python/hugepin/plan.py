@@ -1,6 +1,6 @@
 """Capacity plans: from the engine's KV layout to one chunk count and each rank's region.
 
-A plan is made from the planner's input (README "Planner": tp, pp, blocks_per_chunk, cpu_bytes and
+A plan is made from the planner's input (docs/planner.md: tp, pp, blocks_per_chunk, cpu_bytes and
 each rank's KV tensors or bytes_per_block), given as a dict, as JSON text, or as torch tensors
 (Plan.from_tensors). It is planned on this host: its hugepage pool and the NUMA node of each
 rank's GPU.

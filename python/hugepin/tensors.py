@@ -109,7 +109,7 @@ def _storage(tensor: torch.Tensor):
 
 def describe_kv(tensors, num_blocks: int, *, tp_rank: int = 0, pp_rank: int = 0, groups: dict | None = None,
                 gpu_pci: str | None = None) -> dict:
-    """One rank's entry of the planner input (README "Planner") from its KV tensors, a dict of
+    """One rank's entry of the planner input (docs/planner.md) from its KV tensors, a dict of
     name -> tensor: shape, strides, element size, and which tensors share a storage (named after the
     first tensor on it) with its size. JSON-serializable: a worker can send it to the scheduler.
     `groups` maps a tensor name to its KV cache group; `gpu_pci` is the rank GPU's PCI address

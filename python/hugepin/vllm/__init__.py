@@ -9,7 +9,7 @@ OffloadingSpec; no change to vLLM. The scheduler process gets a HugepinOffloadin
 lookup / prepare_store / prepare_load / touch / complete_* over hugepin's copy pins, quorum and
 fence), every TP x PP worker process a HugepinOffloadingWorker (or the two handlers of the earlier
 interface) copying between its GPU KV and its rank's region of one hugepin arena. The keys of
-kv_connector_extra_config are in hugepin.vllm.options; README "vLLM" says which vLLM versions it
+kv_connector_extra_config are in hugepin.vllm.options; docs/vllm.md says which vLLM versions it
 fits and how it is tested. Without vLLM installed, the classes come from the stand-in of its
 interface (hugepin.vllm.standin).
 """

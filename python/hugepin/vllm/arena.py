@@ -28,7 +28,7 @@ logger = logging.getLogger("hugepin.vllm")
 
 
 def planner_input(layout, options, entries: list) -> dict:
-    """The planner's input (README 'Planner') for the ranks' entries."""
+    """The planner's input (docs/planner.md) for the ranks' entries."""
     request = {"tp": layout.tp, "pp": layout.pp, "blocks_per_chunk": layout.blocks_per_chunk,
                "cpu_bytes": options.cpu_bytes, "ranks": entries}
     if options.page_size:

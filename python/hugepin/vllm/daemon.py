@@ -1,6 +1,6 @@
 """The one question the plug-in asks hugepind: is it serving, and will it look after this arena.
 
-hugepind's requests are JSON lines on a Unix socket (README "hugepind and systemd"). Its `create`
+hugepind's requests are JSON lines on a Unix socket (docs/daemon.md, "Requests"). Its `create`
 takes a size and a rank count, not a plan with each rank's payload and KV segments, so the plug-in
 creates the arena itself and keeps it; hugepind adopts arenas it finds, marks dead workers, and
 expires arenas left without owner for its `retention`. This module sends `status` and checks the

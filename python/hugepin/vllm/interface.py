@@ -40,7 +40,7 @@ def _from_vllm() -> dict:
         base = importlib.import_module("vllm.v1.kv_offload.base")
     except ImportError:
         raise ImportError(f"hugepin.vllm: vLLM {version} has no vllm.v1.kv_offload.base: its offloading interface "
-                          "predates both generations hugepin.vllm fits (README 'vLLM')") from None
+                          "predates both generations hugepin.vllm fits (docs/vllm.md)") from None
     names = dict(vars(base))
     worker_abc = names.get("OffloadingWorker")
     if worker_abc is not None and inspect.isabstract(worker_abc) and hasattr(worker_abc, "submit_store"):
@@ -52,7 +52,7 @@ def _from_vllm() -> dict:
         parameters = list(inspect.signature(base.OffloadingSpec.get_handlers).parameters)
         if len(parameters) != 2:
             raise ImportError(f"hugepin.vllm: vLLM {version}'s OffloadingSpec.get_handlers takes {parameters[1:]}; "
-                              "hugepin.vllm fits the generations that hand a spec CanonicalKVCaches (README 'vLLM')")
+                              "hugepin.vllm fits the generations that hand a spec CanonicalKVCaches (docs/vllm.md)")
     names["SOURCE"] = f"vllm {version} ({vllm.__file__})"
     return names
 
