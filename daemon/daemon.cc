@@ -8,7 +8,6 @@
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
-#include <ctime>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -44,14 +43,6 @@
 
 namespace hugepin::daemon {
 namespace {
-
-int64_t clock_ns(clockid_t clock) {
-  timespec now{};
-  clock_gettime(clock, &now);
-  return static_cast<int64_t>(now.tv_sec) * 1'000'000'000 + now.tv_nsec;
-}
-int64_t monotonic_now() { return clock_ns(CLOCK_MONOTONIC); }
-int64_t realtime_now() { return clock_ns(CLOCK_REALTIME); }
 
 std::string mode_text(mode_t mode) {
   char text[8];
@@ -162,7 +153,7 @@ class Daemon final : public RequestHandler {
  private:
   // A client's refusals and bad requests, at most one line per uid per 10 s (daemon/refusal_log.h).
   void log_refusal(const PeerCredentials& peer, std::string_view line) {
-    if (std::optional<std::string> text = refusals_.note(peer.uid, line, monotonic_now())) log::warn(*text);
+    if (std::optional<std::string> text = refusals_.note(peer.uid, line, os_.monotonic_ns())) log::warn(*text);
   }
 
   void start();
@@ -204,8 +195,8 @@ class Daemon final : public RequestHandler {
   uint64_t next_tag_ = 1;
   bool ready_ = false;
   bool stopping_ = false;
-  int64_t started_realtime_ns_ = realtime_now();
-  int64_t started_ns_ = monotonic_now();
+  int64_t started_realtime_ns_ = os_.realtime_ns();
+  int64_t started_ns_ = os_.monotonic_ns();
   int64_t next_watchdog_ns_ = INT64_MAX;
   int64_t next_reap_ns_ = 0;
   int64_t next_metrics_ns_ = 0;
@@ -242,7 +233,7 @@ void Daemon::start() {
                 config_.group ? std::to_string(*config_.group) : std::string("none"), ")"));
 
   AdoptionReport adoption =
-      adopt_arenas(os_, {config_.arena, config_.arena_prefix, config_.stale_grace_ns}, realtime_now());
+      adopt_arenas(os_, {config_.arena, config_.arena_prefix, config_.stale_grace_ns}, os_.realtime_ns());
   for (const AdoptedArena& arena : adoption.adopted) {
     log::info(cat("adopted arena '", arena.name, "': generation ", arena.generation));
   }
@@ -256,7 +247,7 @@ void Daemon::start() {
   quarantined_at_start_ = adoption.quarantined.size();
 
   reaper_.set_options(reaper_options_of(config_));
-  const int64_t now = monotonic_now();
+  const int64_t now = os_.monotonic_ns();
   reap(now);
   next_reap_ns_ = now + config_.reap_interval_ns;
   write_metrics(true);
@@ -273,7 +264,7 @@ void Daemon::start() {
 void Daemon::loop() {
   std::vector<pollfd> fds;
   for (;;) {
-    int64_t now = monotonic_now();
+    int64_t now = os_.monotonic_ns();
     if (stopping_ && jobs_->pending() == 0 && server_.quiet()) return;
     fds.clear();
     fds.push_back({signals_.get(), POLLIN, 0});
@@ -289,7 +280,7 @@ void Daemon::loop() {
       log::warn(cat("poll failed: ", errno_text(-ready)));
       continue;
     }
-    now = monotonic_now();
+    now = os_.monotonic_ns();
     if (ready > 0) {
       if (fds[0].revents != 0) on_signals();
       if (fds[1].revents != 0) collect_jobs(now);
@@ -301,11 +292,11 @@ void Daemon::loop() {
     }
     if (!stopping_ && now >= next_reap_ns_) {
       reap(now);
-      next_reap_ns_ = monotonic_now() + config_.reap_interval_ns;
+      next_reap_ns_ = os_.monotonic_ns() + config_.reap_interval_ns;
     }
     if (!config_.metrics_dir.empty() && now >= next_metrics_ns_) {
       write_metrics(true);
-      next_metrics_ns_ = monotonic_now() + config_.metrics_interval_ns;
+      next_metrics_ns_ = os_.monotonic_ns() + config_.metrics_interval_ns;
     }
   }
 }
@@ -314,7 +305,7 @@ void Daemon::finish() {
   server_.close_all();
   jobs_.reset();
   if (config_.teardown_on_stop) {
-    for (const ArenaState& state : reaper_.observe(monotonic_now(), {})) {
+    for (const ArenaState& state : reaper_.observe(os_.monotonic_ns(), {})) {
       if (state.check.health != ArenaHealth::kConsistent) {
         log::warn(cat("teardown: left arena '", state.check.name, "' (", health_name(state.check.health), "): ",
                       state.check.reason));
@@ -424,7 +415,7 @@ void Daemon::write_metrics(bool up) {
   try {
     std::vector<InspectEntry> entries = inspect_arenas(os_, config_.arena);
     std::erase_if(entries, [&](const InspectEntry& entry) { return !in_scope(entry.name); });
-    write_metrics_file(os_, config_.metrics_dir, metrics_text(entries, monotonic_now()) + daemon_metrics_text(figures(up)));
+    write_metrics_file(os_, config_.metrics_dir, metrics_text(entries, os_.monotonic_ns()) + daemon_metrics_text(figures(up)));
   } catch (const Error& error) {
     log::warn_once(cat("metrics:", error.what()), cat("metrics file not written: ", error.what()));
   }
@@ -611,7 +602,7 @@ Json Daemon::resize(const Request& request) {
 Json Daemon::list() {
   const std::set<std::string> changing = busy();
   Json arenas = Json::array();
-  for (const ArenaState& state : reaper_.observe(monotonic_now(), changing)) arenas.push_back(arena_state_json(state));
+  for (const ArenaState& state : reaper_.observe(os_.monotonic_ns(), changing)) arenas.push_back(arena_state_json(state));
   Json in_flight = Json::array();
   for (const auto& [tag, flight] : in_flight_) in_flight.push_back({{"arena", flight.arena}, {"op", operation_name(flight.op)}});
   Json stale = Json::array();
@@ -643,7 +634,7 @@ Json Daemon::status() {
                      {"config_file", loaded_.file.path},
                      {"config_found", loaded_.file.found},
                      {"started", started_realtime_ns_ / kNanosPerSecond},
-                     {"uptime_seconds", seconds(monotonic_now() - started_ns_)},
+                     {"uptime_seconds", seconds(os_.monotonic_ns() - started_ns_)},
                      {"stopping", stopping_},
                      {"watchdog_seconds", seconds(notifier_.watchdog_interval_ns())},
                      {"status", status_text()}};

@@ -1,11 +1,11 @@
 // The host engine: memcpy on CPU threads, for machines without a GPU.
-#include <chrono>
 #include <cstring>
 #include <mutex>
 #include <unordered_map>
 #include <thread>
 
 #include "base/error.h"
+#include "base/os.h"
 #include "dma/copy_engine.h"
 #include "dma/copy_plan.h"
 
@@ -55,7 +55,7 @@ class HostCopyEngine final : public CopyEngine {
 
   uint64_t mark(Direction, void*) override {
     std::lock_guard lock(marks_mutex_);
-    marks_.emplace(++last_mark_, monotonic_clock_ns());
+    marks_.emplace(++last_mark_, real_os().monotonic_ns());
     return last_mark_;
   }
 
@@ -75,11 +75,6 @@ class HostCopyEngine final : public CopyEngine {
   const std::vector<SegmentView>& views() const override { return views_; }
 
  private:
-  static int64_t monotonic_clock_ns() {
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-        .count();
-  }
-
   std::vector<SegmentView> views_;
   unsigned threads_;
   std::mutex marks_mutex_;

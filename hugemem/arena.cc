@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
 #include <exception>
 #include <map>
 #include <mutex>
@@ -23,12 +22,6 @@
 
 namespace hugepin {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
 
 // The largest region hugepin accepts: 16 TiB, far above any host, far below overflow.
 constexpr uint64_t kMaxRegionBytes = 16 * kTiB;
@@ -91,7 +84,7 @@ void share_dir_with_group(Os& os, const TrustedFile& dir, const std::string& pat
 
 // Creates, sizes, maps and binds one region file (the "reserve" phase).
 void reserve_region(Os& os, PendingRegion& region, std::string_view name, const ArenaOptions& options) {
-  auto start = Clock::now();
+  const int64_t start = os.monotonic_ns();
   const uint64_t page_size = region.backing.page_size;
   std::optional<uint64_t> bytes = round_up(region.request.bytes, page_size);
   if (!bytes || *bytes > kMaxRegionBytes) {
@@ -141,7 +134,7 @@ void reserve_region(Os& os, PendingRegion& region, std::string_view name, const 
     log::warn_once("no-numa", "the kernel has no NUMA support: regions are not bound to nodes");
   }
   region.report.bytes = *bytes;
-  region.report.reserve_seconds = seconds_since(start);
+  region.report.reserve_seconds = seconds_since(os, start);
 }
 
 unsigned threads_for_node(const Topology& topology, int node, unsigned asked) {
@@ -157,7 +150,7 @@ void populate_region(Os& os, PendingRegion& region, const Topology& topology, co
   const int node = region.request.node;
   const NumaNode* numa = node >= 0 ? topology.find(node) : nullptr;
   std::vector<int> cpus = numa != nullptr ? numa->cpus : std::vector<int>{};
-  auto start = Clock::now();
+  int64_t start = os.monotonic_ns();
   // Touching is faster with many threads, and safe on hugetlbfs unless the region is bound to a
   // node: the kernel reserved every page at mmap, and a preferred node falls back. A bound region
   // is populated instead, which fails rather than raising SIGBUS.
@@ -166,13 +159,13 @@ void populate_region(Os& os, PendingRegion& region, const Topology& topology, co
   PrefaultStats stats = prefault(os, region.mapping.data(), region.mapping.size(), region.backing.page_size,
                                  threads_for_node(topology, node, options.prefault_threads), cpus,
                                  reserved ? PrefaultMethod::kTouch : PrefaultMethod::kPopulate);
-  region.report.fault_seconds = seconds_since(start);
+  region.report.fault_seconds = seconds_since(os, start);
   region.report.prefault_threads = stats.threads;
 
-  start = Clock::now();
+  start = os.monotonic_ns();
   region.report.placement =
       verify_placement(os, region.mapping.data(), region.mapping.size(), region.backing.page_size);
-  region.report.verify_seconds = seconds_since(start);
+  region.report.verify_seconds = seconds_since(os, start);
   if (node >= 0 && !region.report.placement.all_on(node)) {
     std::string message = cat("rank ", region.request.rank, " asked for node ", node, ", its pages are on ",
                               region.report.placement.describe());

@@ -126,7 +126,7 @@ void WorkerSession::launch(JobKind kind, JobId job, std::span<const BlockPair> p
     }
     landing->sequence = next_copy_++;
     copies_landed_.push_back(false);
-    in_flight_[job] = {job, kind, 0, copy_request_bytes(engine_->views(), pairs), monotonic_ns(), 0};
+    in_flight_[job] = {job, kind, 0, copy_request_bytes(engine_->views(), pairs), os_->monotonic_ns(), 0};
     ++calls_pending_;
   }
   try {
@@ -166,7 +166,7 @@ void WorkerSession::copy_landed(Landing* landing) {
     auto it = in_flight_.find(landing->job);
     JobResult result = it->second;
     in_flight_.erase(it);
-    result.landed_ns = monotonic_ns();
+    result.landed_ns = os_->monotonic_ns();
     Report report{result.error == 0 ? ReportKind::kCopyComplete : ReportKind::kCopyFailed, 0,
                   static_cast<uint32_t>(result.error), 0, result.job, 0};
     post_locked(report);

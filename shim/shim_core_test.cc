@@ -244,6 +244,43 @@ TEST_CASE("a shim opening its region waits out a destroy in progress, then falls
   shim.release(after);
 }
 
+// A control segment some process holds exclusively and never lets go of while the test says so;
+// every refused try of the shim's claim costs a second of the test's clock, not of real time.
+class StuckHolderOs final : public test::ManualClockOs {
+ public:
+  using ManualClockOs::ManualClockOs;
+  int flock(int fd, int operation) override {
+    ++calls;
+    const int rc = ManualClockOs::flock(fd, operation);
+    if (rc == -EWOULDBLOCK) advance(1'000'000'000);
+    return rc;
+  }
+  int calls = 0;
+};
+
+TEST_CASE("after a claim times out on a stuck holder, requests fall through at once until the shim's clock says retry") {
+  Fixture f;
+  const std::string name = cat("t", getpid(), "-shim-stuck");
+  f.make_arena(name, 4 * kMiB);
+  const std::string segment = control_segment_path(name);
+  const int held = open(segment.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  REQUIRE(held >= 0);
+  REQUIRE(flock(held, LOCK_EX) == 0);
+  StuckHolderOs os(*f.tree);
+  Shim shim(os, f.config(name));
+  CHECK(shim.serve("cudaHostAlloc", kMiB, 0, f.pin) == nullptr);  // the claim's wait ran out
+  const int tries = os.calls;
+  CHECK(tries > 1);
+  unlink(segment.c_str());  // the holder is gone ...
+  close(held);
+  CHECK(shim.serve("cudaHostAlloc", kMiB, 0, f.pin) == nullptr);  // ... but the shim does not look yet
+  CHECK(os.calls == tries);
+  os.advance(31'000'000'000);  // past the shim's 30 s of falling through
+  void* memory = shim.serve("cudaHostAlloc", kMiB, 0, f.pin);
+  CHECK(memory != nullptr);
+  shim.release(memory);
+}
+
 // Fails opening one file (by its name in its directory) with one errno.
 class RefusingPathOs final : public test::ForwardingOs {
  public:
