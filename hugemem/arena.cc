@@ -7,15 +7,14 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <exception>
 #include <map>
 #include <mutex>
 #include <set>
-#include <system_error>
 #include <thread>
 
 #include "base/error.h"
 #include "base/log.h"
+#include "base/parallel.h"
 #include "base/size.h"
 #include "hugemem/naming.h"
 #include "hugemem/topology.h"
@@ -236,39 +235,22 @@ ArenaReport create_arena(Os& os, std::string_view name, const std::vector<Region
     for (PendingRegion& region : pending) reserve_region(os, region, name, options);
 
     // Prefault: one driver thread per node, so nodes fault in parallel; each driver spreads a
-    // region over its node's CPUs.
+    // region over its node's CPUs. The first failure is rethrown once every driver is done.
     std::map<int, std::vector<PendingRegion*>> by_node;
     for (PendingRegion& region : pending) by_node[region.request.node].push_back(&region);
+    std::vector<std::vector<PendingRegion*>> groups;
+    for (auto& [node, group] : by_node) groups.push_back(std::move(group));
     std::mutex progress_mutex;
-    std::vector<std::exception_ptr> failures(by_node.size());
-    std::vector<std::thread> drivers;
-    size_t index = 0;
-    for (auto& [node, group] : by_node) {
-      auto drive = [&, slot = index++, group = group] {
-        try {
-          for (PendingRegion* region : group) {
-            populate_region(os, *region, topology, options);
-            region->mapping = MappedRegion();  // the file keeps the pages; workers map their own
-            if (progress) {
-              std::lock_guard lock(progress_mutex);
-              progress(region->report);
-            }
-          }
-        } catch (...) {
-          failures[slot] = std::current_exception();
+    run_on_threads(static_cast<unsigned>(groups.size()), [&](unsigned driver) {
+      for (PendingRegion* region : groups[driver]) {
+        populate_region(os, *region, topology, options);
+        region->mapping = MappedRegion();  // the file keeps the pages; workers map their own
+        if (progress) {
+          std::lock_guard lock(progress_mutex);
+          progress(region->report);
         }
-      };
-      // A driver that cannot start (EAGAIN: a pid or memory limit) does its node on this thread.
-      try {
-        drivers.emplace_back(drive);
-      } catch (const std::system_error&) {
-        drive();
       }
-    }
-    for (std::thread& driver : drivers) driver.join();
-    for (const std::exception_ptr& failure : failures) {
-      if (failure) std::rethrow_exception(failure);
-    }
+    });
   } catch (...) {
     remove_created(os, pending);
     throw;

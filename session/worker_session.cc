@@ -1,7 +1,5 @@
 #include "session/worker_session.h"
 
-#include <sys/eventfd.h>
-#include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
@@ -51,7 +49,7 @@ WorkerSession::~WorkerSession() {
   }
   backlog_wanted_.notify_all();
   if (backlog_thread_.joinable()) backlog_thread_.join();
-  if (completion_fd_.load() >= 0) ::close(completion_fd_.load());
+  if (completion_fd_.load() >= 0) os_->close(completion_fd_.load());
 }
 
 void WorkerSession::pin(int device) {
@@ -180,7 +178,7 @@ void WorkerSession::copy_landed(Landing* landing) {
   const int fd = completion_fd_.load(std::memory_order_acquire);  // pairs with the release in completion_fd()
   if (fd >= 0) {
     const uint64_t one = 1;
-    (void)!::write(fd, &one, sizeof(one));
+    os_->write(fd, &one, sizeof(one));  // fails only when the counter is full: readable anyway
   }
 }
 
@@ -330,8 +328,10 @@ bool WorkerSession::wait(JobId job, int64_t timeout_ns) {
 int WorkerSession::completion_fd() {
   std::lock_guard lock(mutex_);
   if (completion_fd_.load(std::memory_order_relaxed) < 0) {
-    const int fd = ::eventfd(landed_.empty() ? 0 : 1, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (fd < 0) throw_errno("eventfd", errno);
+    const int fd = os_->event_fd();
+    if (fd < 0) throw_errno("eventfd", -fd);
+    const uint64_t one = 1;
+    if (!landed_.empty()) os_->write(fd, &one, sizeof(one));  // copies landed before anyone asked
     completion_fd_.store(fd, std::memory_order_release);
   }
   return completion_fd_.load(std::memory_order_relaxed);
