@@ -1,6 +1,5 @@
 #include "session/worker_session.h"
 
-
 #include <cerrno>
 #include <chrono>
 
