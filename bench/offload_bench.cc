@@ -1,7 +1,6 @@
 #include "bench/offload_bench.h"
 
 #include <poll.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -22,12 +21,6 @@
 
 namespace hugepin::bench {
 namespace {
-
-int64_t thread_cpu_ns() {
-  timespec now{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
-  return now.tv_sec * 1'000'000'000LL + now.tv_nsec;
-}
 
 // A job that reached quorum: when the scheduler saw it, and what the ranks measured (the latest
 // GPU end and the longest GPU time; 0 until known).
