@@ -13,6 +13,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -80,8 +81,13 @@ class Daemon final : public RequestHandler {
   Json destroy(ConnectionId id, const PeerCredentials& peer, const Request& request, bool* deferred);
   Json resize(const Request& request);
   Json list();
+  // Why `request` may not create or destroy its arena now (out of scope, busy); nullopt: it may.
   std::optional<std::string> refuse_to_change(const Request& request);
-  uint64_t defer(ConnectionId id, const PeerCredentials& peer, const Request& request);
+  // Runs `work` on the job runner for `request`, answered when it is done (collect_jobs): its
+  // JSON under `key` in an ok reply, or what it threw in an error reply. `work` runs on another
+  // thread: it captures what it needs by value, never the Daemon.
+  void defer(ConnectionId id, const PeerCredentials& peer, const Request& request, std::string key,
+             std::function<Json()> work);
   void collect_jobs(int64_t now_ns);
   void count(const Json& reply);
   // A client's refusals and bad requests, at most one line per uid per 10 s (daemon/refusal_log.h).

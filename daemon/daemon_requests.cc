@@ -91,15 +91,8 @@ Json Daemon::create(ConnectionId id, const PeerCredentials& peer, const Request&
   log::info(cat("create arena '", request.name, "' for uid ", peer.uid, " (pid ", peer.pid, "): ",
                 format_bytes(request.size), " over ", request.ranks, " ranks, chunks of ", format_bytes(request.chunk)));
   Os* os = &os_;
-  jobs_->submit(defer(id, peer, request), [os, name = request.name, layout, options]() -> Json {
-    try {
-      ArenaCreated created = create_arena_with_control(*os, name, layout, options);
-      Json reply = ok_reply();
-      reply["arena"] = created_json(created, options);
-      return reply;
-    } catch (const std::exception& error) {
-      return error_reply(error.what());
-    }
+  defer(id, peer, request, "arena", [os, name = request.name, layout, options] {
+    return created_json(create_arena_with_control(*os, name, layout, options), options);
   });
   *deferred = true;
   return {};
@@ -109,15 +102,8 @@ Json Daemon::destroy(ConnectionId id, const PeerCredentials& peer, const Request
   if (std::optional<std::string> refusal = refuse_to_change(request)) return error_reply(*refusal);
   log::info(cat("destroy arena '", request.name, "' for uid ", peer.uid, " (pid ", peer.pid, ")"));
   Os* os = &os_;
-  jobs_->submit(defer(id, peer, request), [os, name = request.name, where = config_.arena]() -> Json {
-    try {
-      ArenaDestroyed destroyed = destroy_arena_with_control(*os, name, where);
-      Json reply = ok_reply();
-      reply["destroyed"] = destroyed_json(name, destroyed);
-      return reply;
-    } catch (const std::exception& error) {
-      return error_reply(error.what());
-    }
+  defer(id, peer, request, "destroyed", [os, name = request.name, where = config_.arena] {
+    return destroyed_json(name, destroy_arena_with_control(*os, name, where));
   });
   *deferred = true;
   return {};
@@ -163,10 +149,19 @@ std::optional<std::string> Daemon::refuse_to_change(const Request& request) {
   return std::nullopt;
 }
 
-uint64_t Daemon::defer(ConnectionId id, const PeerCredentials& peer, const Request& request) {
+void Daemon::defer(ConnectionId id, const PeerCredentials& peer, const Request& request, std::string key,
+                   std::function<Json()> work) {
   const uint64_t tag = next_tag_++;
   in_flight_[tag] = {id, request.name, request.op, peer};
-  return tag;
+  jobs_->submit(tag, [key = std::move(key), work = std::move(work)]() -> Json {
+    try {
+      Json reply = ok_reply();
+      reply[key] = work();
+      return reply;
+    } catch (const std::exception& error) {
+      return error_reply(error.what());
+    }
+  });
 }
 
 void Daemon::collect_jobs(int64_t now_ns) {
