@@ -32,7 +32,6 @@ void check_pool_target(const PoolState& state, std::optional<int> node, uint64_t
   }
 }
 
-
 Json pool_json(const PoolState& state) {
   Json json;
   json["default_page_size"] = state.default_page_size;

@@ -43,6 +43,17 @@ bool wait_gone(ProcessWatch& watch, uint32_t rank) {
   return false;
 }
 
+// Kills `child`, which `watch` watches as `rank` through kill(pid, 0): its zombie still counts
+// alive (its pid exists until the reap), and the reap makes it gone.
+void check_gone_only_once_reaped(ProcessWatch& watch, uint32_t rank, pid_t child) {
+  REQUIRE(kill(child, SIGKILL) == 0);
+  siginfo_t info{};
+  REQUIRE(waitid(P_PID, static_cast<id_t>(child), &info, WEXITED | WNOWAIT) == 0);  // a zombie now
+  CHECK(poll(watch).empty());
+  REQUIRE(waitpid(child, nullptr, 0) == child);
+  CHECK(poll(watch) == std::vector<uint32_t>{rank});
+}
+
 }  // namespace
 
 TEST_CASE("a pidfd reports a killed process gone before it is reaped") {
@@ -69,12 +80,7 @@ TEST_CASE("the kill(pid, 0) fallback counts a zombie alive until it is reaped") 
   pid_t child = start_child();
   watch.watch(0, child);
   CHECK_FALSE(watch.uses_pidfd());
-  REQUIRE(kill(child, SIGKILL) == 0);
-  siginfo_t info{};
-  REQUIRE(waitid(P_PID, static_cast<id_t>(child), &info, WEXITED | WNOWAIT) == 0);  // a zombie now
-  CHECK(poll(watch).empty());
-  REQUIRE(waitpid(child, nullptr, 0) == child);
-  CHECK(poll(watch) == std::vector<uint32_t>{0});
+  check_gone_only_once_reaped(watch, 0, child);
 }
 
 TEST_CASE("a process gone before it is watched is reported at the next poll") {
@@ -109,12 +115,7 @@ TEST_CASE("a kernel without pidfds: the watch falls back to kill(pid, 0), late b
     watch.watch(4, child);
     CHECK(os.calls("pidfd_open") == 1);
     CHECK_FALSE(watch.uses_pidfd());
-    REQUIRE(kill(child, SIGKILL) == 0);
-    siginfo_t info{};
-    REQUIRE(waitid(P_PID, static_cast<id_t>(child), &info, WEXITED | WNOWAIT) == 0);  // a zombie now
-    CHECK(poll(watch).empty());
-    REQUIRE(waitpid(child, nullptr, 0) == child);
-    CHECK(poll(watch) == std::vector<uint32_t>{4});
+    check_gone_only_once_reaped(watch, 4, child);
   }
 }
 

@@ -27,6 +27,8 @@ pid_t g_exit_pid = 0;
 
 void unlink_at_exit() {
   // A child forked after the table was made inherits this handler; only the owner removes it.
+  // The kernel directly, not the Os: the Os the table was made with may be destroyed before exit
+  // handlers run, and Os::unlink's std::string would allocate.
   if (g_exit_pid != 0 && g_exit_pid == getpid()) ::unlink(g_exit_path);
 }
 
