@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <chrono>
 #include <ctime>
 
 #include "base/error.h"
@@ -48,10 +47,10 @@ bool file_is_locked(Os& os, const std::string& path) {
 }
 
 int lock_shared_while_linked(Os& os, int fd, int64_t timeout_ns) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::nanoseconds(timeout_ns);
+  const int64_t deadline = os.monotonic_ns() + timeout_ns;
   int rc;
   while ((rc = os.flock(fd, LOCK_SH | LOCK_NB)) == -EWOULDBLOCK) {
-    if (std::chrono::steady_clock::now() >= deadline) return -EBUSY;
+    if (os.monotonic_ns() >= deadline) return -EBUSY;
     const timespec pause{0, 1'000'000};
     nanosleep(&pause, nullptr);
   }

@@ -111,6 +111,16 @@ class Os {
   // Processes: kill(2). Signal 0 only checks that `pid` exists (-ESRCH when it does not, -EPERM
   // when it exists but belongs to another user).
   virtual int send_signal(pid_t pid, int signal) = 0;
+  // pidfd_open(2), flags 0: a close-on-exec descriptor that names exactly the process `pid` (a
+  // reused pid cannot fool it) and turns readable once that process has exited. -ESRCH when it
+  // is gone; -ENOSYS (an old kernel) or -EPERM (a seccomp filter) where pidfds are missing.
+  virtual int pidfd_open(pid_t pid) = 0;
+
+  // Clocks, in nanoseconds; they cannot fail. monotonic_ns: CLOCK_MONOTONIC, the clock of every
+  // timeout, heartbeat and Report::time_ns, comparable between processes of one boot.
+  // realtime_ns: CLOCK_REALTIME, the wall clock, for creation times shown to people.
+  virtual int64_t monotonic_ns() = 0;
+  virtual int64_t realtime_ns() = 0;
 
   // Futexes on 32-bit words in memory that several processes share (no FUTEX_PRIVATE_FLAG).
   // futex_wait sleeps while *word == expected, at most timeout_ns (negative: no limit). Returns 0
@@ -169,5 +179,8 @@ uint64_t read_kernel_u64(Os& os, const std::string& path);
 
 // Reads a kernel file; throws Error naming the file when it cannot.
 std::string read_kernel_text(Os& os, const std::string& path);
+
+// Seconds on `os`'s monotonic clock since `start_ns`, an earlier os.monotonic_ns().
+double seconds_since(Os& os, int64_t start_ns);
 
 }  // namespace hugepin

@@ -30,6 +30,13 @@ namespace {
 
 int result_or_errno(long result) { return result < 0 ? -errno : static_cast<int>(result); }
 
+// clock_gettime cannot fail for the clocks asked for here (valid ids, a valid pointer).
+int64_t clock_ns(clockid_t clock) {
+  timespec now{};
+  ::clock_gettime(clock, &now);
+  return static_cast<int64_t>(now.tv_sec) * 1'000'000'000 + now.tv_nsec;
+}
+
 // The sockaddr_un of `address`: a path, or '@' and an abstract name. -ENAMETOOLONG when it does
 // not fit.
 int unix_address(const std::string& address, sockaddr_un* out, socklen_t* length) {
@@ -244,6 +251,17 @@ class PosixOs final : public Os {
   }
 
   int send_signal(pid_t pid, int signal) override { return result_or_errno(::kill(pid, signal)); }
+  int pidfd_open(pid_t pid) override {
+#ifdef SYS_pidfd_open
+    return result_or_errno(::syscall(SYS_pidfd_open, pid, 0));  // pidfds are always close-on-exec
+#else
+    (void)pid;
+    return -ENOSYS;
+#endif
+  }
+
+  int64_t monotonic_ns() override { return clock_ns(CLOCK_MONOTONIC); }
+  int64_t realtime_ns() override { return clock_ns(CLOCK_REALTIME); }
 
   int futex_wait(const std::atomic<uint32_t>* word, uint32_t expected, int64_t timeout_ns) override {
     timespec timeout{};
@@ -372,6 +390,8 @@ Os& real_os() {
 std::unique_ptr<Os> make_rooted_os(std::string system_root) {
   return std::make_unique<PosixOs>(std::move(system_root));
 }
+
+double seconds_since(Os& os, int64_t start_ns) { return static_cast<double>(os.monotonic_ns() - start_ns) / 1e9; }
 
 std::string read_kernel_text(Os& os, const std::string& path) {
   std::string contents;

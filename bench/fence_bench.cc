@@ -1,7 +1,5 @@
 #include "bench/fence_bench.h"
 
-#include <time.h>
-
 #include <algorithm>
 #include <deque>
 #include <map>
@@ -10,6 +8,7 @@
 #include <unordered_map>
 
 #include "base/error.h"
+#include "bench/stats.h"
 #include "protocol/offload_scheduler.h"
 
 namespace hugepin::bench {
@@ -134,14 +133,6 @@ class ChunkQueue {
   size_t size_ = 0;
 };
 
-// CPU time of the calling thread: on a shared machine, wall time would count whoever else
-// runs on the core.
-double thread_seconds() {
-  timespec now{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
-  return static_cast<double>(now.tv_sec) + 1e-9 * static_cast<double>(now.tv_nsec);
-}
-
 struct RunResult {
   double seconds = 0;
   uint64_t reports = 0;
@@ -162,7 +153,7 @@ RunResult run_engine(Scheduler& scheduler, const FenceBenchOptions& options, con
   RunResult result;
   JobId expected_job = 1;
 
-  double start = thread_seconds();
+  const int64_t start = thread_cpu_ns();
   for (uint64_t step = 0; step < workload.steps; ++step) {
     for (uint32_t j = 0; j < options.jobs_per_step; ++j) {
       bool store = j % 2 == 0 || cached.size() < options.chunks_per_job;
@@ -198,7 +189,7 @@ RunResult run_engine(Scheduler& scheduler, const FenceBenchOptions& options, con
     scheduler.take_completed(&completed);
     result.completed += completed.size();
   }
-  result.seconds = thread_seconds() - start;
+  result.seconds = static_cast<double>(thread_cpu_ns() - start) / 1e9;
   result.reports = workload.reports.size();
   return result;
 }

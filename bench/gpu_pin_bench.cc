@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "base/error.h"
+#include "base/parallel.h"
 #include "base/size.h"
 #include "dma/cuda_check.h"
 #include "dma/gpu_runtime.h"
@@ -93,15 +94,12 @@ Sample small_pages_register(uint64_t bytes) {
   if (memory == MAP_FAILED) throw_errno(cat("mmap of ", format_bytes(bytes)), errno);
   madvise(memory, bytes, MADV_NOHUGEPAGE);
   const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
-  std::vector<std::thread> workers;
   const uint64_t pages = bytes / 4096;
-  for (unsigned t = 0; t < threads; ++t) {
-    workers.emplace_back([=] {
-      auto* base = static_cast<volatile char*>(memory);
-      for (uint64_t p = pages * t / threads; p < pages * (t + 1) / threads; ++p) base[p * 4096] = 0;
-    });
-  }
-  for (std::thread& worker : workers) worker.join();
+  run_on_threads(threads, [&](unsigned t) {
+    auto* base = static_cast<volatile char*>(memory);
+    const Share share = share_of(pages, t, threads);
+    for (uint64_t p = share.first; p < share.last; ++p) base[p * 4096] = 0;
+  });
   sample.prepare = since(start);
   start = Clock::now();
   cudaError_t error = cudaHostRegister(memory, bytes, cudaHostRegisterPortable | cudaHostRegisterMapped);

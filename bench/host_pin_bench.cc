@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "base/error.h"
+#include "base/parallel.h"
 #include "base/size.h"
 #include "hugemem/arena.h"
 
@@ -45,15 +46,12 @@ Sample measure_anonymous(uint64_t bytes, unsigned threads) {
   madvise(data, bytes, MADV_NOHUGEPAGE);
   sample.reserve = since(start);
   start = Clock::now();
-  std::vector<std::thread> workers;
   const uint64_t pages = bytes / (4 * kKiB);
-  for (unsigned t = 0; t < threads; ++t) {
-    workers.emplace_back([=] {
-      auto* base = static_cast<volatile char*>(data);
-      for (uint64_t page = pages * t / threads; page < pages * (t + 1) / threads; ++page) base[page * 4 * kKiB] = 1;
-    });
-  }
-  for (std::thread& worker : workers) worker.join();
+  run_on_threads(threads, [&](unsigned t) {
+    auto* base = static_cast<volatile char*>(data);
+    const Share share = share_of(pages, t, threads);
+    for (uint64_t page = share.first; page < share.last; ++page) base[page * 4 * kKiB] = 1;
+  });
   sample.fault = since(start);
   munmap(data, bytes);
   return sample;

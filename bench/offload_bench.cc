@@ -1,7 +1,6 @@
 #include "bench/offload_bench.h"
 
 #include <poll.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -22,12 +21,6 @@
 
 namespace hugepin::bench {
 namespace {
-
-int64_t thread_cpu_ns() {
-  timespec now{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
-  return now.tv_sec * 1'000'000'000LL + now.tv_nsec;
-}
 
 // A job that reached quorum: when the scheduler saw it, and what the ranks measured (the latest
 // GPU end and the longest GPU time; 0 until known).
@@ -73,7 +66,7 @@ BenchRequest job_request(BenchOp op, JobId id, const cli::CacheJob& job) {
 class HugepinPath final : public Path {
  public:
   HugepinPath(SchedulerSession& session, const cli::RankProcesses& ranks, int64_t step_ns)
-      : session_(session), ranks_(ranks), step_ns_(step_ns), last_step_(monotonic_ns()) {}
+      : session_(session), ranks_(ranks), step_ns_(step_ns), last_step_(real_os().monotonic_ns()) {}
 
   JobId dispatch(const cli::CacheJob& job) override {
     const JobId id = session_.dispatch(cli::job_kind(job.op), job.chunks);
@@ -83,7 +76,7 @@ class HugepinPath final : public Path {
 
   void progress(int64_t timeout_ns, std::vector<Settled>* settled) override {
     reports += session_.drain(timeout_ns);
-    const int64_t now = monotonic_ns();
+    const int64_t now = real_os().monotonic_ns();
     ids_.clear();
     session_.take_completed(&ids_);
     for (JobId id : ids_) settled->push_back({id, now, 0, 0});
@@ -103,7 +96,7 @@ class HugepinPath final : public Path {
     request.value = session_.protocol().current_epoch();
     session_.begin_epoch();
     send_all(ranks_, request, &delivery_cpu_ns);
-    last_step_ = monotonic_ns();
+    last_step_ = real_os().monotonic_ns();
   }
 
  private:
@@ -135,7 +128,7 @@ class EngineWayPath final : public Path {
     for (uint32_t rank = 0; rank < fds_.size(); ++rank) {
       while (receive_packet(fds_[rank].fd, &reply_, /*wait=*/false)) {
         if (reply_.kind != BenchReplyKind::kCompletions) throw Error("engine way: an unexpected reply from a rank");
-        const int64_t now = monotonic_ns();
+        const int64_t now = real_os().monotonic_ns();
         for (uint32_t i = 0; i < reply_.count; ++i) {
           const JobTiming& timing = reply_.timings[i];
           ++reports;
@@ -341,11 +334,11 @@ class OffloadRun {
     int64_t delivery_end = 0;
     auto run = [&](Mix run_mix, int64_t until, bool timed, uint64_t stop_after_stored) {
       bool store_next = true;
-      while (monotonic_ns() < until && cache.stored() < stop_after_stored) {
+      while (real_os().monotonic_ns() < until && cache.stored() < stop_after_stored) {
         while (open.size() < options_.jobs_in_flight) {
           std::optional<cli::CacheJob> job = next_job(cache, path, run_mix, &store_next);
           if (!job) break;
-          const int64_t now = monotonic_ns();
+          const int64_t now = real_os().monotonic_ns();
           const JobId id = path.dispatch(*job);
           open.emplace(id, std::make_pair(std::move(*job), now));
         }
@@ -362,12 +355,12 @@ class OffloadRun {
     };
     if (mix == Mix::kLoad) {  // something to load: about half the chunks stored first, untimed
       const uint64_t in_flight = uint64_t{options_.jobs_in_flight} * options_.chunks_per_job;
-      run(Mix::kStore, monotonic_ns() + 30'000'000'000, false, (geometry_.chunk_count() - 2 * in_flight) / 2);
+      run(Mix::kStore, real_os().monotonic_ns() + 30'000'000'000, false, (geometry_.chunk_count() - 2 * in_flight) / 2);
     }
     const int64_t reports_before = static_cast<int64_t>(path.reports);
     const int64_t delivery_before = path.delivery_cpu_ns;
     const int64_t cpu_start = thread_cpu_ns();
-    const int64_t start = monotonic_ns();
+    const int64_t start = real_os().monotonic_ns();
     const int64_t window_end = start + static_cast<int64_t>(options_.seconds * 1e9);
     run(mix, window_end, true, UINT64_MAX);
     measured.seconds = options_.seconds;
@@ -392,8 +385,8 @@ class OffloadRun {
     for (ChunkId chunk : cache.evict(geometry_.chunk_count())) path.retire(chunk);
     std::vector<Settled> none;
     std::vector<ChunkId> reusable;
-    for (int64_t deadline = monotonic_ns() + 30'000'000'000; cache.free() < geometry_.chunk_count();) {
-      if (monotonic_ns() > deadline) throw Error("chunks did not come back through the fence within 30 s");
+    for (int64_t deadline = real_os().monotonic_ns() + 30'000'000'000; cache.free() < geometry_.chunk_count();) {
+      if (real_os().monotonic_ns() > deadline) throw Error("chunks did not come back through the fence within 30 s");
       path.step();
       path.progress(1'000'000, &none);
       reusable.clear();

@@ -162,10 +162,10 @@ double throughput_run(Os& os, SharedArea& area, Queue queue, uint64_t count, uin
   area.start().reset();
   pid_t pid = start_producer(os, area.start(), producer_cpu, queue,
                              [count, batch](Queue& q) { produce_all(q, count, batch); });
-  const int64_t begin = monotonic_ns();
+  const int64_t begin = os.monotonic_ns();
   area.start().go.store(1, std::memory_order_release);
   consume_all(queue, count, batch);
-  const int64_t end = monotonic_ns();
+  const int64_t end = os.monotonic_ns();
   finish_producer(pid);
   return static_cast<double>(count) * 1e9 / static_cast<double>(end - begin);
 }
@@ -179,11 +179,11 @@ struct Latency {
 template <typename Queue>
 Latency latency_run(Os& os, SharedArea& area, Queue queue, uint64_t samples, uint64_t interval_ns, int producer_cpu) {
   area.start().reset();
-  auto produce = [samples, interval_ns](Queue& q) {
-    int64_t next = monotonic_ns();
+  auto produce = [&os, samples, interval_ns](Queue& q) {
+    int64_t next = os.monotonic_ns();
     for (uint64_t i = 1; i <= samples; ++i) {
-      while (monotonic_ns() < next) cpu_relax();
-      Report report{ReportKind::kHeartbeat, 0, 0, i, 0, static_cast<uint64_t>(monotonic_ns())};
+      while (os.monotonic_ns() < next) cpu_relax();
+      Report report{ReportKind::kHeartbeat, 0, 0, i, 0, static_cast<uint64_t>(os.monotonic_ns())};
       while (q.push(&report, 1) == 0) cpu_relax();
       next += static_cast<int64_t>(interval_ns);
     }
@@ -198,7 +198,7 @@ Latency latency_run(Os& os, SharedArea& area, Queue queue, uint64_t samples, uin
       cpu_relax();
       continue;
     }
-    const int64_t now = monotonic_ns();
+    const int64_t now = os.monotonic_ns();
     ++received;
     if (report.sequence != received) throw Error(cat("ring benchmark: latency report ", report.sequence, " out of order"));
     latencies.push_back(static_cast<double>(now - static_cast<int64_t>(report.time_ns)));

@@ -1,5 +1,7 @@
 #include "bench/stats.h"
 
+#include <time.h>
+
 #include <algorithm>
 #include <cmath>
 
@@ -22,6 +24,12 @@ double percentile(std::vector<double> samples, double p) {
   double rank = std::ceil(p / 100.0 * static_cast<double>(samples.size()));
   size_t index = rank < 1 ? 0 : static_cast<size_t>(rank) - 1;
   return samples[std::min(index, samples.size() - 1)];
+}
+
+int64_t thread_cpu_ns() {
+  timespec now{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+  return static_cast<int64_t>(now.tv_sec) * 1'000'000'000 + now.tv_nsec;
 }
 
 }  // namespace hugepin::bench

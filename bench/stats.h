@@ -1,6 +1,8 @@
-// Summaries of repeated measurements: the median, and the spread around it.
+// Summaries of repeated measurements (the median, and the spread around it) and the thread CPU
+// clock some of them are taken with.
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 namespace hugepin::bench {
@@ -17,5 +19,9 @@ Summary summarize(std::vector<double> samples);
 
 // The p-th percentile (0..100) by nearest rank; `samples` need not be sorted.
 double percentile(std::vector<double> samples, double p);
+
+// CPU time the calling thread has used, in ns (CLOCK_THREAD_CPUTIME_ID): on a shared machine, wall
+// time would count whoever else runs on the core.
+int64_t thread_cpu_ns();
 
 }  // namespace hugepin::bench

@@ -22,9 +22,9 @@ void add_socket_options(CLI::App* command, SocketArgs& args) {
 }
 
 // Sends `request` and returns the reply; a refusal or failure is an Error with hugepind's message.
-daemon::Json ask(Context& context, const SocketArgs& args, const daemon::Json& request) {
+daemon::Json ask(Os& os, const SocketArgs& args, const daemon::Json& request) {
   const std::string path = args.socket.empty() ? daemon::default_socket_path(environment_source()) : args.socket;
-  daemon::DaemonClient client = daemon::DaemonClient::connect(context.os(), path);
+  daemon::DaemonClient client = daemon::DaemonClient::connect(os, path);
   daemon::Json reply = client.request(request);
   if (!reply.value("ok", false)) throw Error(cat("hugepind: ", reply.value("error", std::string("no reason given"))));
   return reply;
@@ -98,112 +98,121 @@ void print_list(const daemon::Json& reply) {
   }
 }
 
+// `hugepin daemon status` and `list`: one request without arguments, the reply printed by `print`.
+int ask_and_print(Os& os, const SocketArgs& args, daemon::Operation op, void (*print)(const daemon::Json&)) {
+  daemon::Json reply = ask(os, args, simple_request(op));
+  if (args.json) {
+    print_json(reply);
+  } else {
+    print(reply);
+  }
+  return 0;
+}
+
+void add_daemon_status(CLI::App& command, Context& context) {
+  auto args = std::make_shared<SocketArgs>();
+  CLI::App* status = command.add_subcommand("status", "hugepind's state: arenas, quarantine, stale files, requests");
+  add_socket_options(status, *args);
+  run_when_chosen(status, context, [&context, args] {
+    return ask_and_print(context.os(), *args, daemon::Operation::kStatus, print_status);
+  });
+}
+
+void add_daemon_list(CLI::App& command, Context& context) {
+  auto args = std::make_shared<SocketArgs>();
+  CLI::App* list = command.add_subcommand("list", "The arenas hugepind manages, stale files and quarantine");
+  add_socket_options(list, *args);
+  run_when_chosen(list, context, [&context, args] {
+    return ask_and_print(context.os(), *args, daemon::Operation::kList, print_list);
+  });
+}
+
+struct CreateArgs {
+  SocketArgs socket;
+  std::string name;
+  std::string size;
+  uint32_t ranks = 0;
+  std::string chunk = "2M";
+  std::string page_size = "auto";
+  std::optional<int> node;
+  std::string group;
+};
+
+int daemon_create(Os& os, const CreateArgs& args) {
+  daemon::Request request;
+  request.op = daemon::Operation::kCreate;
+  request.name = args.name;
+  request.size = size_value(args.size);
+  request.ranks = args.ranks;
+  request.chunk = size_value(args.chunk);
+  request.page_size = page_size_value(args.page_size);
+  request.node = args.node;
+  request.group = args.group;
+  daemon::Json reply = ask(os, args.socket, daemon::request_json(request));
+  if (args.socket.json) {
+    print_json(reply);
+  } else {
+    const daemon::Json& arena = reply.at("arena");
+    std::cout << "hugepind created arena '" << arena.at("name").get<std::string>() << "': "
+              << arena.at("regions").size() << " regions, control segment " << arena.at("segment").get<std::string>()
+              << ", mode " << arena.at("mode").get<std::string>() << "\n";
+  }
+  return 0;
+}
+
+void add_daemon_create(CLI::App& command, Context& context) {
+  auto args = std::make_shared<CreateArgs>();
+  CLI::App* create = command.add_subcommand("create", "Have hugepind create (and own) an arena");
+  create->add_option("NAME", args->name, "Arena name")->required();
+  create->add_option("--size", args->size, "Total bytes, split evenly over the ranks")->required()->check(size_validator());
+  create->add_option("--ranks", args->ranks, "Number of rank regions")->required()->check(CLI::Range(1, 65536));
+  create->add_option("--chunk", args->chunk, "Chunk size")->check(size_validator());
+  create->add_option("--pagesize", args->page_size, "Page size (auto: 1G, then 2M, then 4K shared memory)")
+      ->check(page_size_validator(true));
+  create->add_option("--node", args->node, "Bind every region to this NUMA node")->check(CLI::NonNegativeNumber);
+  create->add_option("--group", args->group, "Share the arena with this group (one of yours) instead of hugepind's");
+  add_socket_options(create, args->socket);
+  run_when_chosen(create, context, [&context, args] { return daemon_create(context.os(), *args); });
+}
+
+struct DestroyArgs {
+  SocketArgs socket;
+  std::string name;
+};
+
+int daemon_destroy(Os& os, const DestroyArgs& args) {
+  daemon::Request request;
+  request.op = daemon::Operation::kDestroy;
+  request.name = args.name;
+  daemon::Json reply = ask(os, args.socket, daemon::request_json(request));
+  if (args.socket.json) {
+    print_json(reply);
+  } else {
+    const daemon::Json& destroyed = reply.at("destroyed");
+    std::cout << "hugepind destroyed arena '" << destroyed.at("name").get<std::string>() << "' ("
+              << destroyed.at("region_files") << " region files"
+              << (destroyed.at("control_removed").get<bool>() ? ", control segment" : "") << ")\n";
+  }
+  return 0;
+}
+
+void add_daemon_destroy(CLI::App& command, Context& context) {
+  auto args = std::make_shared<DestroyArgs>();
+  CLI::App* destroy = command.add_subcommand("destroy", "Have hugepind destroy an arena");
+  destroy->add_option("NAME", args->name, "Arena name")->required();
+  add_socket_options(destroy, args->socket);
+  run_when_chosen(destroy, context, [&context, args] { return daemon_destroy(context.os(), *args); });
+}
+
 }  // namespace
 
 void add_daemon_commands(CLI::App& app, Context& context) {
   CLI::App* command = app.add_subcommand("daemon", "Ask hugepind (the daemon) for its status, its arenas, or an arena");
   command->require_subcommand(1);
-
-  auto status_args = std::make_shared<SocketArgs>();
-  CLI::App* status = command->add_subcommand("status", "hugepind's state: arenas, quarantine, stale files, requests");
-  add_socket_options(status, *status_args);
-  status->callback([&context, status_args] {
-    context.action = [&context, status_args] {
-      daemon::Json reply = ask(context, *status_args, simple_request(daemon::Operation::kStatus));
-      if (status_args->json) {
-        print_json(reply);
-      } else {
-        print_status(reply);
-      }
-      return 0;
-    };
-  });
-
-  auto list_args = std::make_shared<SocketArgs>();
-  CLI::App* list = command->add_subcommand("list", "The arenas hugepind manages, stale files and quarantine");
-  add_socket_options(list, *list_args);
-  list->callback([&context, list_args] {
-    context.action = [&context, list_args] {
-      daemon::Json reply = ask(context, *list_args, simple_request(daemon::Operation::kList));
-      if (list_args->json) {
-        print_json(reply);
-      } else {
-        print_list(reply);
-      }
-      return 0;
-    };
-  });
-
-  struct CreateArgs {
-    SocketArgs socket;
-    std::string name;
-    std::string size;
-    uint32_t ranks = 0;
-    std::string chunk = "2M";
-    std::string page_size = "auto";
-    std::optional<int> node;
-    std::string group;
-  };
-  auto create_args = std::make_shared<CreateArgs>();
-  CLI::App* create = command->add_subcommand("create", "Have hugepind create (and own) an arena");
-  create->add_option("NAME", create_args->name, "Arena name")->required();
-  create->add_option("--size", create_args->size, "Total bytes, split evenly over the ranks")->required()->check(size_validator());
-  create->add_option("--ranks", create_args->ranks, "Number of rank regions")->required()->check(CLI::Range(1, 65536));
-  create->add_option("--chunk", create_args->chunk, "Chunk size")->check(size_validator());
-  create->add_option("--pagesize", create_args->page_size, "Page size (auto: 1G, then 2M, then 4K shared memory)")
-      ->check(page_size_validator(true));
-  create->add_option("--node", create_args->node, "Bind every region to this NUMA node")->check(CLI::NonNegativeNumber);
-  create->add_option("--group", create_args->group, "Share the arena with this group (one of yours) instead of hugepind's");
-  add_socket_options(create, create_args->socket);
-  create->callback([&context, create_args] {
-    context.action = [&context, create_args] {
-      daemon::Request request;
-      request.op = daemon::Operation::kCreate;
-      request.name = create_args->name;
-      request.size = size_value(create_args->size);
-      request.ranks = create_args->ranks;
-      request.chunk = size_value(create_args->chunk);
-      request.page_size = page_size_value(create_args->page_size);
-      request.node = create_args->node;
-      request.group = create_args->group;
-      daemon::Json reply = ask(context, create_args->socket, daemon::request_json(request));
-      if (create_args->socket.json) {
-        print_json(reply);
-      } else {
-        const daemon::Json& arena = reply.at("arena");
-        std::cout << "hugepind created arena '" << arena.at("name").get<std::string>() << "': "
-                  << arena.at("regions").size() << " regions, control segment " << arena.at("segment").get<std::string>()
-                  << ", mode " << arena.at("mode").get<std::string>() << "\n";
-      }
-      return 0;
-    };
-  });
-
-  struct DestroyArgs {
-    SocketArgs socket;
-    std::string name;
-  };
-  auto destroy_args = std::make_shared<DestroyArgs>();
-  CLI::App* destroy = command->add_subcommand("destroy", "Have hugepind destroy an arena");
-  destroy->add_option("NAME", destroy_args->name, "Arena name")->required();
-  add_socket_options(destroy, destroy_args->socket);
-  destroy->callback([&context, destroy_args] {
-    context.action = [&context, destroy_args] {
-      daemon::Request request;
-      request.op = daemon::Operation::kDestroy;
-      request.name = destroy_args->name;
-      daemon::Json reply = ask(context, destroy_args->socket, daemon::request_json(request));
-      if (destroy_args->socket.json) {
-        print_json(reply);
-      } else {
-        const daemon::Json& destroyed = reply.at("destroyed");
-        std::cout << "hugepind destroyed arena '" << destroyed.at("name").get<std::string>() << "' ("
-                  << destroyed.at("region_files") << " region files"
-                  << (destroyed.at("control_removed").get<bool>() ? ", control segment" : "") << ")\n";
-      }
-      return 0;
-    };
-  });
+  add_daemon_status(*command, context);
+  add_daemon_list(*command, context);
+  add_daemon_create(*command, context);
+  add_daemon_destroy(*command, context);
 }
 
 }  // namespace hugepin::cli

@@ -53,7 +53,7 @@ ArenaOptions data_dirs() {
 
 void print_sample(Os& os, const std::vector<InspectEntry>& entries, const RatesByArena& rates,
                   const InspectArgs& args) {
-  const int64_t now = monotonic_ns();
+  const int64_t now = os.monotonic_ns();
   const ArenaOptions where = data_dirs();
   // The processes the LD_PRELOAD shim serves (their tables sit beside the control segments): each
   // rank one holds shows it, and every arena shown lists them all.
@@ -109,7 +109,7 @@ int run_metrics(Context& context, const std::string& name) {
   for (const InspectEntry& entry : entries) {
     if (!entry.snapshot) std::cerr << "hugepin: warning: arena " << entry.name << ": " << entry.error << "\n";
   }
-  std::cout << metrics_text(entries, monotonic_ns());
+  std::cout << metrics_text(entries, os.monotonic_ns());
   return 0;
 }
 

@@ -15,6 +15,10 @@ Os& Context::os() {
   return *rooted_os;
 }
 
+void run_when_chosen(CLI::App* command, Context& context, std::function<int()> run) {
+  command->callback([&context, run = std::move(run)] { context.action = run; });
+}
+
 CLI::Validator size_validator() {
   return CLI::Validator(
       [](std::string& text) -> std::string {

@@ -49,6 +49,10 @@ void add_daemon_commands(CLI::App& app, Context& context);
 
 // --- helpers for command files ---
 
+// Makes `run` the action of `command` once it is chosen (its parse callback sets
+// Context::action; main() runs it after parsing succeeded).
+void run_when_chosen(CLI::App* command, Context& context, std::function<int()> run);
+
 // A CLI11 validator for sizes ("4G", "512MiB", "1048576").
 CLI::Validator size_validator();
 // Parses a value size_validator() accepted.

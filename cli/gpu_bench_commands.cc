@@ -101,6 +101,103 @@ int run_overlap(const bench::OverlapOptions& options, bool json) {
 }
 #endif
 
+struct CopyArgs {
+  std::vector<std::string> blocks{"4K", "16K", "64K", "256K", "1M", "4M"};
+  std::string bytes = "1G";
+  unsigned repeat = 5;
+  unsigned sm_blocks = 4;
+  std::string sm_slice = "0";
+  std::string sm_below = "1M";
+  int device = 0;
+  std::string page_size = "auto";
+  std::string dir;
+  bool json = false;
+};
+
+int bench_copy(const CopyArgs& args) {
+#if HUGEPIN_HAVE_CUDA
+  bench::GpuCopyOptions options;
+  options.block_sizes = size_list(args.blocks);
+  options.bytes = size_value(args.bytes);
+  options.repeat = args.repeat;
+  options.sm_blocks = args.sm_blocks;
+  options.sm_slice_bytes = size_value(args.sm_slice);
+  options.auto_sm_below = size_value(args.sm_below);
+  options.device = args.device;
+  options.page_size = page_size_value(args.page_size);
+  options.hugetlbfs_dir = args.dir;
+  for (uint64_t block : options.block_sizes) {
+    if (block == 0 || block > options.bytes) throw UsageError(cat("--blocks: ", block, " must be within 1..--bytes"));
+  }
+  return run_copy(options, args.json);
+#else
+  (void)args;
+  no_gpu();
+#endif
+}
+
+void add_copy_bench(CLI::App& bench, Context& context) {
+  auto args = std::make_shared<CopyArgs>();
+  CLI::App* copy = bench.add_subcommand("copy", "Scattered block copies: every backend vs cudaMemcpyAsync per block, batch, contiguous");
+  copy->add_option("--blocks", args->blocks, "Block sizes, comma-separated")->delimiter(',')->check(size_validator());
+  copy->add_option("--bytes", args->bytes, "Bytes per run and direction")->check(size_validator());
+  copy->add_option("--repeat", args->repeat, "Runs per row")->check(CLI::Range(1, 100));
+  copy->add_option("--sm-blocks", args->sm_blocks, "Thread blocks of the SM kernels")->check(CLI::Range(1, 1024));
+  copy->add_option("--sm-slice", args->sm_slice, "Most bytes per SM kernel (0: one kernel per launch)")
+      ->check(size_validator());
+  copy->add_option("--sm-below", args->sm_below,
+                   "auto: an SM kernel for blocks smaller than this, batched DMA from it up (both directions)")
+      ->check(size_validator());
+  copy->add_option("--device", args->device, "GPU to copy to and from")->check(CLI::Range(0, 63));
+  copy->add_option("--pagesize", args->page_size, "Host region page size")->check(page_size_validator(true));
+  copy->add_option("--dir", args->dir, "hugetlbfs mount to use");
+  copy->add_flag("--json", args->json, "Print JSON");
+  run_when_chosen(copy, context, [args] { return bench_copy(*args); });
+}
+
+struct OverlapArgs {
+  std::string block = "16K";
+  std::string bytes = "512M";
+  unsigned size = 8192;
+  unsigned repeat = 5;
+  unsigned sm_blocks = 4;
+  std::string sm_slice = "0";
+  std::string page_size = "auto";
+  bool json = false;
+};
+
+int bench_overlap(const OverlapArgs& args) {
+#if HUGEPIN_HAVE_CUDA
+  bench::OverlapOptions options;
+  options.block_bytes = size_value(args.block);
+  options.copy_bytes = size_value(args.bytes);
+  options.matmul_size = args.size;
+  options.repeat = args.repeat;
+  options.sm_blocks = args.sm_blocks;
+  options.sm_slice_bytes = size_value(args.sm_slice);
+  options.page_size = page_size_value(args.page_size);
+  return run_overlap(options, args.json);
+#else
+  (void)args;
+  no_gpu();
+#endif
+}
+
+void add_overlap_bench(CLI::App& bench, Context& context) {
+  auto args = std::make_shared<OverlapArgs>();
+  CLI::App* overlap = bench.add_subcommand("overlap", "Slowdown of a bf16 matmul loop while each backend copies");
+  overlap->add_option("--block", args->block, "Block size")->check(size_validator());
+  overlap->add_option("--bytes", args->bytes, "Bytes per copy launch and direction")->check(size_validator());
+  overlap->add_option("--matmul", args->size, "M = N = K of the matmuls")->check(CLI::Range(256, 32768));
+  overlap->add_option("--repeat", args->repeat, "Samples per row")->check(CLI::Range(1, 100));
+  overlap->add_option("--sm-blocks", args->sm_blocks, "Thread blocks of the SM kernels")->check(CLI::Range(1, 1024));
+  overlap->add_option("--sm-slice", args->sm_slice, "Most bytes per SM kernel (0: one kernel per launch)")
+      ->check(size_validator());
+  overlap->add_option("--pagesize", args->page_size, "Host region page size")->check(page_size_validator(true));
+  overlap->add_flag("--json", args->json, "Print JSON");
+  run_when_chosen(overlap, context, [args] { return bench_overlap(*args); });
+}
+
 }  // namespace
 
 bool gpu_bench_available() {
@@ -168,95 +265,8 @@ Json run_gpu_pin_rows(const GpuPinArgs& args) {
 }
 
 void add_gpu_bench_commands(CLI::App& bench, Context& context) {
-  (void)context;
-  struct CopyArgs {
-    std::vector<std::string> blocks{"4K", "16K", "64K", "256K", "1M", "4M"};
-    std::string bytes = "1G";
-    unsigned repeat = 5;
-    unsigned sm_blocks = 4;
-    std::string sm_slice = "0";
-    std::string sm_below = "1M";
-    int device = 0;
-    std::string page_size = "auto";
-    std::string dir;
-    bool json = false;
-  };
-  auto copy_args = std::make_shared<CopyArgs>();
-  CLI::App* copy = bench.add_subcommand("copy", "Scattered block copies: every backend vs cudaMemcpyAsync per block, batch, contiguous");
-  copy->add_option("--blocks", copy_args->blocks, "Block sizes, comma-separated")->delimiter(',')->check(size_validator());
-  copy->add_option("--bytes", copy_args->bytes, "Bytes per run and direction")->check(size_validator());
-  copy->add_option("--repeat", copy_args->repeat, "Runs per row")->check(CLI::Range(1, 100));
-  copy->add_option("--sm-blocks", copy_args->sm_blocks, "Thread blocks of the SM kernels")->check(CLI::Range(1, 1024));
-  copy->add_option("--sm-slice", copy_args->sm_slice, "Most bytes per SM kernel (0: one kernel per launch)")
-      ->check(size_validator());
-  copy->add_option("--sm-below", copy_args->sm_below,
-                   "auto: an SM kernel for blocks smaller than this, batched DMA from it up (both directions)")
-      ->check(size_validator());
-  copy->add_option("--device", copy_args->device, "GPU to copy to and from")->check(CLI::Range(0, 63));
-  copy->add_option("--pagesize", copy_args->page_size, "Host region page size")->check(page_size_validator(true));
-  copy->add_option("--dir", copy_args->dir, "hugetlbfs mount to use");
-  copy->add_flag("--json", copy_args->json, "Print JSON");
-  copy->callback([&context, copy_args] {
-    context.action = [copy_args]() -> int {
-#if HUGEPIN_HAVE_CUDA
-      bench::GpuCopyOptions options;
-      options.block_sizes = size_list(copy_args->blocks);
-      options.bytes = size_value(copy_args->bytes);
-      options.repeat = copy_args->repeat;
-      options.sm_blocks = copy_args->sm_blocks;
-      options.sm_slice_bytes = size_value(copy_args->sm_slice);
-      options.auto_sm_below = size_value(copy_args->sm_below);
-      options.device = copy_args->device;
-      options.page_size = page_size_value(copy_args->page_size);
-      options.hugetlbfs_dir = copy_args->dir;
-      for (uint64_t block : options.block_sizes) {
-        if (block == 0 || block > options.bytes) throw UsageError(cat("--blocks: ", block, " must be within 1..--bytes"));
-      }
-      return run_copy(options, copy_args->json);
-#else
-      no_gpu();
-#endif
-    };
-  });
-
-  struct OverlapArgs {
-    std::string block = "16K";
-    std::string bytes = "512M";
-    unsigned size = 8192;
-    unsigned repeat = 5;
-    unsigned sm_blocks = 4;
-    std::string sm_slice = "0";
-    std::string page_size = "auto";
-    bool json = false;
-  };
-  auto overlap_args = std::make_shared<OverlapArgs>();
-  CLI::App* overlap = bench.add_subcommand("overlap", "Slowdown of a bf16 matmul loop while each backend copies");
-  overlap->add_option("--block", overlap_args->block, "Block size")->check(size_validator());
-  overlap->add_option("--bytes", overlap_args->bytes, "Bytes per copy launch and direction")->check(size_validator());
-  overlap->add_option("--matmul", overlap_args->size, "M = N = K of the matmuls")->check(CLI::Range(256, 32768));
-  overlap->add_option("--repeat", overlap_args->repeat, "Samples per row")->check(CLI::Range(1, 100));
-  overlap->add_option("--sm-blocks", overlap_args->sm_blocks, "Thread blocks of the SM kernels")->check(CLI::Range(1, 1024));
-  overlap->add_option("--sm-slice", overlap_args->sm_slice, "Most bytes per SM kernel (0: one kernel per launch)")
-      ->check(size_validator());
-  overlap->add_option("--pagesize", overlap_args->page_size, "Host region page size")->check(page_size_validator(true));
-  overlap->add_flag("--json", overlap_args->json, "Print JSON");
-  overlap->callback([&context, overlap_args] {
-    context.action = [overlap_args]() -> int {
-#if HUGEPIN_HAVE_CUDA
-      bench::OverlapOptions options;
-      options.block_bytes = size_value(overlap_args->block);
-      options.copy_bytes = size_value(overlap_args->bytes);
-      options.matmul_size = overlap_args->size;
-      options.repeat = overlap_args->repeat;
-      options.sm_blocks = overlap_args->sm_blocks;
-      options.sm_slice_bytes = size_value(overlap_args->sm_slice);
-      options.page_size = page_size_value(overlap_args->page_size);
-      return run_overlap(options, overlap_args->json);
-#else
-      no_gpu();
-#endif
-    };
-  });
+  add_copy_bench(bench, context);
+  add_overlap_bench(bench, context);
 }
 
 }  // namespace hugepin::cli

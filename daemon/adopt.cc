@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <ctime>
 #include <optional>
 
 #include "base/error.h"
@@ -16,12 +15,6 @@
 namespace hugepin::daemon {
 namespace {
 
-int64_t realtime_now_ns() {
-  timespec now{};
-  clock_gettime(CLOCK_REALTIME, &now);
-  return static_cast<int64_t>(now.tv_sec) * 1'000'000'000 + now.tv_nsec;
-}
-
 // Fills the segment file's owner, mode and age; false when it is gone.
 bool stat_segment(Os& os, std::string_view name, ArenaCheck& check) {
   std::optional<struct stat> st = stat_no_follow(os, control_segment_path(name));
@@ -30,7 +23,7 @@ bool stat_segment(Os& os, std::string_view name, ArenaCheck& check) {
   check.group_gid = st->st_gid;
   check.mode = st->st_mode & 07777;
   const int64_t changed = static_cast<int64_t>(st->st_ctim.tv_sec) * 1'000'000'000 + st->st_ctim.tv_nsec;
-  check.age_ns = std::max<int64_t>(0, realtime_now_ns() - changed);
+  check.age_ns = std::max<int64_t>(0, os.realtime_ns() - changed);
   return true;
 }
 

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <ctime>
 
 #include "base/error.h"
 
@@ -12,12 +11,6 @@ namespace hugepin::daemon {
 namespace {
 
 constexpr std::string_view kDefaultSocket = "/run/hugepin/hugepind.sock";
-
-int64_t now_ns() {
-  timespec now{};
-  clock_gettime(CLOCK_MONOTONIC, &now);
-  return static_cast<int64_t>(now.tv_sec) * 1'000'000'000 + now.tv_nsec;
-}
 
 }  // namespace
 
@@ -52,7 +45,7 @@ std::string DaemonClient::exchange(std::string_view line, int64_t timeout_ns) {
     if (n < 0) throw_errno(cat("cannot send a request to hugepind at ", path_), static_cast<int>(-n));
     sent += static_cast<size_t>(n);
   }
-  const int64_t deadline = timeout_ns < 0 ? -1 : now_ns() + timeout_ns;
+  const int64_t deadline = timeout_ns < 0 ? -1 : os_->monotonic_ns() + timeout_ns;
   for (;;) {
     if (size_t newline = buffered_.find('\n'); newline != std::string::npos) {
       std::string reply = buffered_.substr(0, newline);
@@ -61,7 +54,7 @@ std::string DaemonClient::exchange(std::string_view line, int64_t timeout_ns) {
     }
     int wait_ms = -1;
     if (deadline >= 0) {
-      const int64_t left = deadline - now_ns();
+      const int64_t left = deadline - os_->monotonic_ns();
       if (left <= 0) throw Error(cat("hugepind at ", path_, " did not reply within ", timeout_ns / 1'000'000, " ms"), ETIMEDOUT);
       wait_ms = static_cast<int>(std::min<int64_t>(left / 1'000'000 + 1, 60'000));
     }

@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
 #include <cstring>
 #include <ctime>
 
@@ -23,7 +22,6 @@
 namespace hugepin {
 namespace {
 
-using Clock = std::chrono::steady_clock;
 
 constexpr std::string_view kManifestName = "manifest.json";
 constexpr std::string_view kLockName = ".lock";
@@ -176,11 +174,9 @@ struct Backend {
   std::string fallback;
 };
 
-double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
-
 // What a save or a load reports, from the manifest it wrote or read.
 void fill_report(SnapshotReport& report, std::string arena, const std::string& dir, const SnapshotManifest& manifest,
-                 const Progress& progress, const Backend& backend, Clock::time_point start) {
+                 const Progress& progress, const Backend& backend, double seconds) {
   report.arena = std::move(arena);
   report.dir = dir;
   report.generation = manifest.generation;
@@ -189,7 +185,7 @@ void fill_report(SnapshotReport& report, std::string arena, const std::string& d
   for (const RegionManifest& region : manifest.regions) report.chunks += region.chunks;
   report.backend = backend.description;
   report.fallback = backend.fallback;
-  report.seconds = seconds_since(start);
+  report.seconds = seconds;
 }
 
 // Writes one region to `path` through the spill path, checksumming each chunk while the writes
@@ -350,7 +346,7 @@ SnapshotManifest read_snapshot_manifest(Os& os, const std::string& dir) {
 }
 
 SnapshotReport save_snapshot(Os& os, std::string_view arena, const std::string& dir, const SnapshotOptions& options) {
-  const auto start = Clock::now();
+  const int64_t start = os.monotonic_ns();
   if (options.chunk_bytes == 0) throw Error("the snapshot chunk size must not be 0");
   ArenaListing listing = find_arena(os, arena, options.where);
   if (int rc = os.mkdir(dir, 0700); rc < 0 && rc != -EEXIST) throw_errno(cat("cannot create ", dir), -rc);
@@ -405,12 +401,12 @@ SnapshotReport save_snapshot(Os& os, std::string_view arena, const std::string& 
   }
   step(options, "cleaned");
 
-  fill_report(report, manifest.arena, dir, manifest, progress, backend, start);
+  fill_report(report, manifest.arena, dir, manifest, progress, backend, seconds_since(os, start));
   return report;
 }
 
 SnapshotReport load_snapshot(Os& os, std::string_view arena, const std::string& dir, const SnapshotOptions& options) {
-  const auto start = Clock::now();
+  const int64_t start = os.monotonic_ns();
   ArenaListing listing = find_arena(os, arena, options.where);
   if (int fd = os.open(dir, O_RDONLY | O_DIRECTORY, 0); fd < 0) {
     throw_errno(cat("cannot open snapshot directory ", dir), -fd);
@@ -447,7 +443,7 @@ SnapshotReport load_snapshot(Os& os, std::string_view arena, const std::string& 
   }
 
   SnapshotReport report;
-  fill_report(report, std::string(arena), dir, manifest, progress, backend, start);
+  fill_report(report, std::string(arena), dir, manifest, progress, backend, seconds_since(os, start));
   return report;
 }
 

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <array>
-#include <chrono>
 #include <unordered_map>
 #include <cstring>
 #include <deque>
@@ -12,6 +11,7 @@
 #include <optional>
 
 #include "base/error.h"
+#include "base/os.h"
 #include "dma/copy_engine.h"
 #include "dma/completion_watcher.h"
 #include "dma/copy_plan.h"
@@ -168,8 +168,7 @@ class CudaCopyEngine final : public CopyEngine {
       // Spinning notices the event within a microsecond or two; a blocking wait is later.
     }
     check_cuda(state, "calibrating the GPU clock");
-    origin_ns_ = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                     std::chrono::steady_clock::now().time_since_epoch()).count();
+    origin_ns_ = real_os().monotonic_ns();
     watcher_.emplace(options_.device);
   }
 

@@ -1,11 +1,11 @@
 // The host engine: memcpy on CPU threads, for machines without a GPU.
-#include <chrono>
 #include <cstring>
 #include <mutex>
 #include <unordered_map>
-#include <thread>
 
 #include "base/error.h"
+#include "base/os.h"
+#include "base/parallel.h"
 #include "dma/copy_engine.h"
 #include "dma/copy_plan.h"
 
@@ -35,19 +35,15 @@ class HostCopyEngine final : public CopyEngine {
     }
     check_copy_request(views_, pairs, direction, 1);
     std::vector<CopySpan> spans = plan_dma_spans(views_, pairs, direction);
-    auto copy_range = [&spans](size_t first, size_t last) {
-      for (size_t i = first; i < last; ++i) {
+    auto copy_range = [&spans](Share share) {
+      for (uint64_t i = share.first; i < share.last; ++i) {
         std::memcpy(reinterpret_cast<void*>(spans[i].dst), reinterpret_cast<const void*>(spans[i].src), spans[i].bytes);
       }
     };
     if (threads_ == 1 || spans.size() < 2) {
-      copy_range(0, spans.size());
+      copy_range({0, spans.size()});
     } else {
-      std::vector<std::thread> workers;
-      for (unsigned t = 0; t < threads_; ++t) {
-        workers.emplace_back(copy_range, spans.size() * t / threads_, spans.size() * (t + 1) / threads_);
-      }
-      for (std::thread& worker : workers) worker.join();
+      run_on_threads(threads_, [&](unsigned t) { copy_range(share_of(spans.size(), t, threads_)); });
     }
   }
 
@@ -55,7 +51,7 @@ class HostCopyEngine final : public CopyEngine {
 
   uint64_t mark(Direction, void*) override {
     std::lock_guard lock(marks_mutex_);
-    marks_.emplace(++last_mark_, monotonic_clock_ns());
+    marks_.emplace(++last_mark_, real_os().monotonic_ns());
     return last_mark_;
   }
 
@@ -75,11 +71,6 @@ class HostCopyEngine final : public CopyEngine {
   const std::vector<SegmentView>& views() const override { return views_; }
 
  private:
-  static int64_t monotonic_clock_ns() {
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-        .count();
-  }
-
   std::vector<SegmentView> views_;
   unsigned threads_;
   std::mutex marks_mutex_;

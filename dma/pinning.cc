@@ -4,9 +4,9 @@
 #include <atomic>
 #include <exception>
 #include <mutex>
-#include <thread>
 
 #include "base/error.h"
+#include "base/parallel.h"
 #include "base/size.h"
 
 namespace hugepin {
@@ -77,16 +77,8 @@ PinnedRegion pin_region(GpuRuntime& runtime, void* base, uint64_t bytes, const P
   std::atomic<bool> failed{false};
   std::mutex progress_mutex;
   uint64_t pinned = 0;
-  // An exception from the progress callback (or from starting a thread) stops the pinning; it is
-  // rethrown once every thread has joined and the chunks registered so far are undone.
-  std::exception_ptr thrown;
-  auto stop_with = [&](std::exception_ptr error) {
-    std::lock_guard lock(progress_mutex);
-    if (!thrown) thrown = std::move(error);
-    failed = true;
-  };
   auto* first = static_cast<std::byte*>(base);
-  auto worker = [&] {
+  auto worker = [&](unsigned) {
     try {
       for (size_t i = next++; i < chunk_count && !failed.load(); i = next++) {
         uint64_t offset = i * chunk;
@@ -101,18 +93,18 @@ PinnedRegion pin_region(GpuRuntime& runtime, void* base, uint64_t bytes, const P
         if (progress) progress(pinned, bytes);
       }
     } catch (...) {
-      stop_with(std::current_exception());
+      failed = true;  // the other threads stop at their next chunk
+      throw;
     }
   };
-  const unsigned threads = static_cast<unsigned>(std::min<size_t>(std::max(1u, options.threads), chunk_count));
-  std::vector<std::thread> pool;
+  // An exception from the progress callback stops the pinning; it is rethrown once every thread
+  // is done and the chunks registered so far are undone.
+  std::exception_ptr thrown;
   try {
-    for (unsigned t = 1; t < threads; ++t) pool.emplace_back(worker);
+    run_on_threads(static_cast<unsigned>(std::min<size_t>(std::max(1u, options.threads), chunk_count)), worker);
   } catch (...) {
-    stop_with(std::current_exception());
+    thrown = std::current_exception();
   }
-  worker();
-  for (std::thread& thread : pool) thread.join();
 
   PinnedRegion region;
   region.runtime_ = &runtime;

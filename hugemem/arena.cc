@@ -7,28 +7,20 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
-#include <exception>
 #include <map>
 #include <mutex>
 #include <set>
-#include <system_error>
 #include <thread>
 
 #include "base/error.h"
 #include "base/log.h"
+#include "base/parallel.h"
 #include "base/size.h"
 #include "hugemem/naming.h"
 #include "hugemem/topology.h"
 
 namespace hugepin {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
 
 // The largest region hugepin accepts: 16 TiB, far above any host, far below overflow.
 constexpr uint64_t kMaxRegionBytes = 16 * kTiB;
@@ -91,7 +83,7 @@ void share_dir_with_group(Os& os, const TrustedFile& dir, const std::string& pat
 
 // Creates, sizes, maps and binds one region file (the "reserve" phase).
 void reserve_region(Os& os, PendingRegion& region, std::string_view name, const ArenaOptions& options) {
-  auto start = Clock::now();
+  const int64_t start = os.monotonic_ns();
   const uint64_t page_size = region.backing.page_size;
   std::optional<uint64_t> bytes = round_up(region.request.bytes, page_size);
   if (!bytes || *bytes > kMaxRegionBytes) {
@@ -141,7 +133,7 @@ void reserve_region(Os& os, PendingRegion& region, std::string_view name, const 
     log::warn_once("no-numa", "the kernel has no NUMA support: regions are not bound to nodes");
   }
   region.report.bytes = *bytes;
-  region.report.reserve_seconds = seconds_since(start);
+  region.report.reserve_seconds = seconds_since(os, start);
 }
 
 unsigned threads_for_node(const Topology& topology, int node, unsigned asked) {
@@ -157,7 +149,7 @@ void populate_region(Os& os, PendingRegion& region, const Topology& topology, co
   const int node = region.request.node;
   const NumaNode* numa = node >= 0 ? topology.find(node) : nullptr;
   std::vector<int> cpus = numa != nullptr ? numa->cpus : std::vector<int>{};
-  auto start = Clock::now();
+  int64_t start = os.monotonic_ns();
   // Touching is faster with many threads, and safe on hugetlbfs unless the region is bound to a
   // node: the kernel reserved every page at mmap, and a preferred node falls back. A bound region
   // is populated instead, which fails rather than raising SIGBUS.
@@ -166,13 +158,13 @@ void populate_region(Os& os, PendingRegion& region, const Topology& topology, co
   PrefaultStats stats = prefault(os, region.mapping.data(), region.mapping.size(), region.backing.page_size,
                                  threads_for_node(topology, node, options.prefault_threads), cpus,
                                  reserved ? PrefaultMethod::kTouch : PrefaultMethod::kPopulate);
-  region.report.fault_seconds = seconds_since(start);
+  region.report.fault_seconds = seconds_since(os, start);
   region.report.prefault_threads = stats.threads;
 
-  start = Clock::now();
+  start = os.monotonic_ns();
   region.report.placement =
       verify_placement(os, region.mapping.data(), region.mapping.size(), region.backing.page_size);
-  region.report.verify_seconds = seconds_since(start);
+  region.report.verify_seconds = seconds_since(os, start);
   if (node >= 0 && !region.report.placement.all_on(node)) {
     std::string message = cat("rank ", region.request.rank, " asked for node ", node, ", its pages are on ",
                               region.report.placement.describe());
@@ -243,39 +235,22 @@ ArenaReport create_arena(Os& os, std::string_view name, const std::vector<Region
     for (PendingRegion& region : pending) reserve_region(os, region, name, options);
 
     // Prefault: one driver thread per node, so nodes fault in parallel; each driver spreads a
-    // region over its node's CPUs.
+    // region over its node's CPUs. The first failure is rethrown once every driver is done.
     std::map<int, std::vector<PendingRegion*>> by_node;
     for (PendingRegion& region : pending) by_node[region.request.node].push_back(&region);
+    std::vector<std::vector<PendingRegion*>> groups;
+    for (auto& [node, group] : by_node) groups.push_back(std::move(group));
     std::mutex progress_mutex;
-    std::vector<std::exception_ptr> failures(by_node.size());
-    std::vector<std::thread> drivers;
-    size_t index = 0;
-    for (auto& [node, group] : by_node) {
-      auto drive = [&, slot = index++, group = group] {
-        try {
-          for (PendingRegion* region : group) {
-            populate_region(os, *region, topology, options);
-            region->mapping = MappedRegion();  // the file keeps the pages; workers map their own
-            if (progress) {
-              std::lock_guard lock(progress_mutex);
-              progress(region->report);
-            }
-          }
-        } catch (...) {
-          failures[slot] = std::current_exception();
+    run_on_threads(static_cast<unsigned>(groups.size()), [&](unsigned driver) {
+      for (PendingRegion* region : groups[driver]) {
+        populate_region(os, *region, topology, options);
+        region->mapping = MappedRegion();  // the file keeps the pages; workers map their own
+        if (progress) {
+          std::lock_guard lock(progress_mutex);
+          progress(region->report);
         }
-      };
-      // A driver that cannot start (EAGAIN: a pid or memory limit) does its node on this thread.
-      try {
-        drivers.emplace_back(drive);
-      } catch (const std::system_error&) {
-        drive();
       }
-    }
-    for (std::thread& driver : drivers) driver.join();
-    for (const std::exception_ptr& failure : failures) {
-      if (failure) std::rethrow_exception(failure);
-    }
+    });
   } catch (...) {
     remove_created(os, pending);
     throw;

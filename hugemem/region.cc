@@ -7,11 +7,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
-#include <exception>
-#include <system_error>
-#include <thread>
 
 #include "base/error.h"
+#include "base/parallel.h"
 #include "base/size.h"
 #include "hugemem/naming.h"
 
@@ -153,34 +151,19 @@ PrefaultStats prefault(Os& os, void* addr, uint64_t length, uint64_t page_size, 
   PrefaultStats stats{threads, method};
   std::vector<int> errors(threads, 0);
   std::vector<PrefaultMethod> used(threads, method);
-  std::vector<std::thread> workers;
   auto* base = static_cast<std::byte*>(addr);
   auto fault_share = [&](unsigned t) {
-    uint64_t first_page = pages * t / threads;
-    uint64_t last_page = pages * (t + 1) / threads;
-    errors[t] = prefault_range(os, base + first_page * page_size, (last_page - first_page) * page_size, page_size,
+    const Share share = share_of(pages, t, threads);
+    errors[t] = prefault_range(os, base + share.first * page_size, (share.last - share.first) * page_size, page_size,
                                &used[t]);
   };
-  // Shares whose thread could not start (EAGAIN: a pid or memory limit) are faulted here, after
-  // the others: fewer threads, the same pages, and never a joinable thread left behind.
-  unsigned started = 0;
-  for (unsigned t = 0; t < threads; ++t, ++started) {
-    try {
-      workers.emplace_back([&, t] {
-        os.set_thread_cpus(cpus);  // best effort: placement comes from the policy, not the CPU
-        fault_share(t);
-      });
-    } catch (const std::system_error&) {
-      break;
-    }
-  }
-  for (unsigned t = started; t < threads; ++t) fault_share(t);
-  for (std::thread& worker : workers) worker.join();
+  // Best effort: placement comes from the policy, not the CPU.
+  run_on_threads(threads, fault_share, [&] { os.set_thread_cpus(cpus); });
   for (unsigned t = 0; t < threads; ++t) {
     if (used[t] == PrefaultMethod::kTouch) stats.method = PrefaultMethod::kTouch;
     if (errors[t] == 0) continue;
-    uint64_t first_page = pages * t / threads;
-    uint64_t count = pages * (t + 1) / threads - first_page;
+    const uint64_t first_page = share_of(pages, t, threads).first;
+    const uint64_t count = share_of(pages, t, threads).last - first_page;
     std::string why = errors[t] == -ENOMEM || errors[t] == -EFAULT
                           ? " (the pool ran out of pages while faulting)"
                           : "";

@@ -261,7 +261,7 @@ bool mark_rank_dead_if_gone(Os& os, ControlSegment& segment, uint32_t rank) {
 }
 
 void ArenaControl::publish(const PublishedFigures& figures) {
-  write_scheduler_figures(segment_.scheduler_counters(), figures);
+  write_scheduler_figures(segment_.scheduler_counters(), figures, os_->monotonic_ns());
   segment_.check_intact();
 }
 

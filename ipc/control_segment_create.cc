@@ -10,7 +10,6 @@
 
 #include <boost/interprocess/managed_shared_memory.hpp>
 #include <cstring>
-#include <ctime>
 #include <new>
 
 #include "base/error.h"
@@ -27,12 +26,6 @@ namespace {
 // Room for Boost's segment manager, its index and per-allocation headers and alignment.
 constexpr uint64_t kBoostOverheadBytes = 16 * kKiB;
 constexpr uint64_t kPerAllocationOverhead = 2 * kCacheLinePair;
-
-int64_t realtime_ns() {
-  timespec now{};
-  clock_gettime(CLOCK_REALTIME, &now);
-  return static_cast<int64_t>(now.tv_sec) * 1'000'000'000 + now.tv_nsec;
-}
 
 uint64_t padded(uint64_t bytes) { return (bytes + kCacheLinePair - 1) / kCacheLinePair * kCacheLinePair; }
 
@@ -116,7 +109,7 @@ void build(Os& os, bip::managed_shared_memory& segment, uint64_t segment_bytes, 
   block->creator_pid = creator.pid;
   block->creator_uid = geteuid();
   block->creator_start_ticks = creator.start_ticks;
-  block->created_realtime_ns = realtime_ns();
+  block->created_realtime_ns = os.realtime_ns();
   block->tp = layout.tp;
   block->pp = layout.pp;
   block->rank_count = rank_count;

@@ -27,12 +27,6 @@ int register_asymmetric_barrier(Os& os) {
 
 void forget_asymmetric_barrier() { detail::asymmetric_barrier_state.store(0, std::memory_order_relaxed); }
 
-int64_t monotonic_ns() {
-  timespec now{};
-  clock_gettime(CLOCK_MONOTONIC, &now);
-  return static_cast<int64_t>(now.tv_sec) * 1'000'000'000 + now.tv_nsec;
-}
-
 void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_ia32_pause();

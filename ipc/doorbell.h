@@ -38,9 +38,6 @@ inline constexpr size_t kCacheLinePair = 128;
 // How long a waiter sleeps before it re-checks when the heavy barrier does not cover every waker.
 inline constexpr int64_t kUnfencedSleepNs = 1'000'000;
 
-// CLOCK_MONOTONIC in ns (the clock of Report::time_ns and every timeout here).
-int64_t monotonic_ns();
-
 // Spins one iteration politely (the x86 `pause` instruction).
 void cpu_relax();
 
@@ -97,7 +94,7 @@ struct alignas(kCacheLinePair) Doorbell {
 template <typename Ready>
 bool Doorbell::wait(Os& os, Ready&& ready, int64_t timeout_ns) {
   if (ready()) return true;
-  const int64_t deadline = timeout_ns < 0 ? -1 : monotonic_ns() + timeout_ns;
+  const int64_t deadline = timeout_ns < 0 ? -1 : os.monotonic_ns() + timeout_ns;
   for (;;) {
     // Acquire pairs with the release bump of `word` in ring().
     const uint32_t seen = word.load(std::memory_order_acquire);
@@ -112,7 +109,7 @@ bool Doorbell::wait(Os& os, Ready&& ready, int64_t timeout_ns) {
     }
     int64_t remaining = -1;
     if (deadline >= 0) {
-      remaining = deadline - monotonic_ns();
+      remaining = deadline - os.monotonic_ns();
       if (remaining <= 0) {
         sleepers.fetch_sub(1, std::memory_order_relaxed);
         return false;

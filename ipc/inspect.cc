@@ -34,7 +34,7 @@ RankSnapshot snapshot_rank(Os& os, const ParsedSegment& view, uint32_t rank) {
 
 ArenaSnapshot snapshot_segment(Os& os, const ParsedSegment& view) {
   ArenaSnapshot snapshot;
-  snapshot.taken_ns = monotonic_ns();
+  snapshot.taken_ns = os.monotonic_ns();
   snapshot.name = view.header.arena;
   snapshot.header = view.header;
   // Acquire pairs with the fetch_add of ArenaControl::adopt.

@@ -214,7 +214,7 @@ TEST_CASE("metrics of live arenas and of an unreadable one form a valid expositi
 
   std::vector<InspectEntry> entries = {InspectEntry{arena.name(), inspect_arena(real_os(), arena.name()), ""},
                                        InspectEntry{"broken\"arena", std::nullopt, "no control block"}};
-  const std::string text = metrics_text(entries, monotonic_ns());
+  const std::string text = metrics_text(entries, real_os().monotonic_ns());
   std::vector<std::string> problems = check_exposition(text);
   CHECK_MESSAGE(problems.empty(), joined(problems));
 
@@ -240,7 +240,7 @@ TEST_CASE("metrics of live arenas and of an unreadable one form a valid expositi
 }
 
 TEST_CASE("no arenas: an empty exposition is valid for the textfile collector") {
-  CHECK(metrics_text({}, monotonic_ns()).empty());
+  CHECK(metrics_text({}, real_os().monotonic_ns()).empty());
   CHECK(escape_label_value("a\\b\"c\nd") == "a\\\\b\\\"c\\nd");
 }
 

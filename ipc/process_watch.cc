@@ -1,9 +1,6 @@
 #include "ipc/process_watch.h"
 
 #include <poll.h>
-#include <signal.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include <cerrno>
 #include <utility>
@@ -12,33 +9,19 @@
 
 namespace hugepin {
 
-namespace {
-
-// pidfd_open(2) as a raw system call: returns the descriptor or -errno.
-int open_pidfd(pid_t pid) {
-#ifdef SYS_pidfd_open
-  long fd = syscall(SYS_pidfd_open, pid, 0);
-  return fd >= 0 ? static_cast<int>(fd) : -errno;
-#else
-  (void)pid;
-  return -ENOSYS;
-#endif
-}
-
-}  // namespace
-
-ProcessWatch::ProcessWatch(Method method) : method_(method) {}
+ProcessWatch::ProcessWatch(Os& os, Method method) : os_(&os), method_(method) {}
 
 ProcessWatch::~ProcessWatch() { close_all(); }
 
 ProcessWatch::ProcessWatch(ProcessWatch&& other) noexcept
-    : method_(other.method_), uses_pidfd_(other.uses_pidfd_), watched_(std::move(other.watched_)) {
+    : os_(other.os_), method_(other.method_), uses_pidfd_(other.uses_pidfd_), watched_(std::move(other.watched_)) {
   other.watched_.clear();
 }
 
 ProcessWatch& ProcessWatch::operator=(ProcessWatch&& other) noexcept {
   if (this != &other) {
     close_all();
+    os_ = other.os_;
     method_ = other.method_;
     uses_pidfd_ = other.uses_pidfd_;
     watched_ = std::move(other.watched_);
@@ -47,10 +30,12 @@ ProcessWatch& ProcessWatch::operator=(ProcessWatch&& other) noexcept {
   return *this;
 }
 
+void ProcessWatch::close_pidfd(const Watched& watched) {
+  if (watched.pidfd >= 0) os_->close(watched.pidfd);
+}
+
 void ProcessWatch::close_all() {
-  for (auto& [rank, watched] : watched_) {
-    if (watched.pidfd >= 0) ::close(watched.pidfd);
-  }
+  for (auto& [rank, watched] : watched_) close_pidfd(watched);
   watched_.clear();
 }
 
@@ -59,7 +44,7 @@ void ProcessWatch::watch(uint32_t rank, pid_t pid) {
   Watched watched;
   watched.pid = pid;
   if (method_ == Method::kAuto) {
-    int fd = open_pidfd(pid);
+    int fd = os_->pidfd_open(pid);
     if (fd >= 0) {
       watched.pidfd = fd;
     } else if (fd == -ESRCH) {
@@ -79,7 +64,7 @@ void ProcessWatch::watch(uint32_t rank, pid_t pid) {
 void ProcessWatch::forget(uint32_t rank) {
   auto it = watched_.find(rank);
   if (it == watched_.end()) return;
-  if (it->second.pidfd >= 0) ::close(it->second.pidfd);
+  close_pidfd(it->second);
   watched_.erase(it);
 }
 
@@ -87,16 +72,16 @@ bool ProcessWatch::is_gone(const Watched& watched) const {
   if (watched.gone) return true;
   if (watched.pidfd >= 0) {
     pollfd entry{watched.pidfd, POLLIN, 0};
-    return ::poll(&entry, 1, 0) > 0 && (entry.revents & (POLLIN | POLLHUP)) != 0;
+    return os_->poll(&entry, 1, 0) > 0 && (entry.revents & (POLLIN | POLLHUP)) != 0;
   }
-  return ::kill(watched.pid, 0) != 0 && errno == ESRCH;
+  return os_->send_signal(watched.pid, 0) == -ESRCH;
 }
 
 void ProcessWatch::poll(std::vector<uint32_t>* gone) {
   for (auto it = watched_.begin(); it != watched_.end();) {
     if (is_gone(it->second)) {
       gone->push_back(it->first);
-      if (it->second.pidfd >= 0) ::close(it->second.pidfd);
+      close_pidfd(it->second);
       it = watched_.erase(it);
     } else {
       ++it;

@@ -9,8 +9,7 @@
 // alive until reaped, and a reused pid stays alive for good. The fallback can be late, never
 // early.
 //
-// These are the only system calls of the scheduler library; they stay here rather than in the
-// Os seam (base/os.h) because tests need real processes to watch, not a fake kernel.
+// Every call goes through the Os seam (base/os.h): a test plays a kernel without pidfds.
 //
 // Thread-safety: none; the scheduler's thread owns it. Owns its pidfds: move-only.
 #pragma once
@@ -21,6 +20,8 @@
 #include <map>
 #include <vector>
 
+#include "base/os.h"
+
 namespace hugepin {
 
 class ProcessWatch {
@@ -30,7 +31,8 @@ class ProcessWatch {
     kKillSignal = 1,  // kill(pid, 0) only
   };
 
-  explicit ProcessWatch(Method method = Method::kAuto);
+  // `os` outlives the watch.
+  explicit ProcessWatch(Os& os, Method method = Method::kAuto);
   ~ProcessWatch();
   ProcessWatch(ProcessWatch&& other) noexcept;
   ProcessWatch& operator=(ProcessWatch&& other) noexcept;
@@ -59,8 +61,10 @@ class ProcessWatch {
   };
 
   bool is_gone(const Watched& watched) const;
+  void close_pidfd(const Watched& watched);
   void close_all();
 
+  Os* os_;
   Method method_;
   bool uses_pidfd_ = true;
   std::map<uint32_t, Watched> watched_;

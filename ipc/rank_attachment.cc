@@ -106,7 +106,7 @@ RankAttachment RankAttachment::attach(Os& os, std::string_view arena, uint32_t t
     }
     attachment.attach_generation_ = update_status(record, RankState::kAttached, /*new_generation=*/true);
     status_set = true;
-    record.heartbeat_ns.store(monotonic_ns(), std::memory_order_relaxed);
+    record.heartbeat_ns.store(os.monotonic_ns(), std::memory_order_relaxed);
     attachment.post(ReportKind::kAttach, static_cast<uint64_t>(self.pid));
   } catch (...) {
     if (status_set) update_status(record, RankState::kDetached, /*new_generation=*/false);
@@ -182,7 +182,7 @@ uint64_t RankAttachment::payload_bytes_per_block() const { return record_->paylo
 
 void RankAttachment::stamp(std::span<Report> reports) const {
   uint64_t sequence = ring_->produced() + 1;  // this attachment is the one producer
-  const auto now = static_cast<uint64_t>(monotonic_ns());
+  const auto now = static_cast<uint64_t>(os_->monotonic_ns());
   for (Report& report : reports) {
     report.rank = static_cast<uint16_t>(rank_);
     report.sequence = sequence++;
@@ -229,7 +229,7 @@ size_t RankAttachment::try_post(std::span<Report> reports) {
 }
 
 bool RankAttachment::heartbeat() {
-  const int64_t now = monotonic_ns();
+  const int64_t now = os_->monotonic_ns();
   record_->heartbeat_ns.store(now, std::memory_order_relaxed);
   Report report{ReportKind::kHeartbeat, 0, 0, 0, static_cast<uint64_t>(now), 0};
   return try_post(std::span<Report>(&report, 1)) == 1;

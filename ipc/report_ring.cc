@@ -173,14 +173,14 @@ bool ReportRing::has_data() const {
 }
 
 uint32_t ReportRing::push_wait(Os& os, const Report* records, uint32_t count, int64_t timeout_ns) {
-  const int64_t deadline = timeout_ns < 0 ? -1 : monotonic_ns() + timeout_ns;
+  const int64_t deadline = timeout_ns < 0 ? -1 : os.monotonic_ns() + timeout_ns;
   uint32_t written = 0;
   for (;;) {
     written += push_batch(os, records + written, count - written);
     if (written == count) return written;
     int64_t remaining = -1;
     if (deadline >= 0) {
-      remaining = deadline - monotonic_ns();
+      remaining = deadline - os.monotonic_ns();
       if (remaining <= 0) return written;
     }
     if (!space_doorbell_.wait(os, [this] { return has_space(); }, remaining)) return written;

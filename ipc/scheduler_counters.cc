@@ -36,14 +36,14 @@ PublishedFigures load_figures(const SchedulerCounters& counters) {
 
 }  // namespace
 
-void write_scheduler_figures(SchedulerCounters& counters, const PublishedFigures& figures) {
+void write_scheduler_figures(SchedulerCounters& counters, const PublishedFigures& figures, int64_t now_ns) {
   const uint64_t version = counters.version.load(kRelaxed);  // one writer: no one else moves it
   const uint64_t odd = version % 2 == 0 ? version + 1 : version + 2;  // odd: a writer died mid-write
   counters.version.store(odd, kRelaxed);
   // Each figure's release store pairs with its acquire load in load_figures: the odd version
   // above is visible to any reader that sees a figure below.
   store_figures(counters, figures);
-  counters.updated_ns.store(monotonic_ns(), kRelease);
+  counters.updated_ns.store(now_ns, kRelease);
   // Release: every figure above is visible before the even version (pairs with the acquire load
   // of `version` in read_scheduler_figures).
   counters.version.store(odd + 1, std::memory_order_release);

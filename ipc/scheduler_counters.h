@@ -51,8 +51,9 @@ struct SchedulerReading {
   bool consistent = true;   // false: a write was in progress (or its writer died in it)
 };
 
-// Publishes `figures`. REQUIRES: the caller is the one writer (holds the scheduler role).
-void write_scheduler_figures(SchedulerCounters& counters, const PublishedFigures& figures);
+// Publishes `figures`, written at CLOCK_MONOTONIC `now_ns` (updated_ns). REQUIRES: the caller is
+// the one writer (holds the scheduler role).
+void write_scheduler_figures(SchedulerCounters& counters, const PublishedFigures& figures, int64_t now_ns);
 
 // Reads the figures without a lock; retries a few times while a write is in progress.
 SchedulerReading read_scheduler_figures(const SchedulerCounters& counters);

@@ -81,7 +81,7 @@ void read_like_the_inspector(const std::byte* image, size_t size, Outcome& outco
   try {
     ParsedSegment view = parse_segment(image, size);
     ArenaSnapshot snapshot = snapshot_segment(real_os(), view);
-    std::string text = metrics_text({InspectEntry{snapshot.name, snapshot, ""}}, monotonic_ns());
+    std::string text = metrics_text({InspectEntry{snapshot.name, snapshot, ""}}, real_os().monotonic_ns());
     CHECK_FALSE(text.empty());
     ++outcome.parsed;
   } catch (const Error&) {

@@ -18,12 +18,6 @@
 namespace hugepin {
 namespace {
 
-int64_t realtime_ns() {
-  timespec now{};
-  clock_gettime(CLOCK_REALTIME, &now);
-  return static_cast<int64_t>(now.tv_sec) * 1'000'000'000 + now.tv_nsec;
-}
-
 int64_t ctime_ns(const struct stat& st) {
   return static_cast<int64_t>(st.st_ctim.tv_sec) * 1'000'000'000 + st.st_ctim.tv_nsec;
 }
@@ -153,7 +147,7 @@ std::optional<StaleArena> orphaned_arena(Os& os, const std::string& arena, const
 template <typename Look>
 std::vector<StaleArena> each_candidate(Os& os, const ArenaOptions& where, std::string_view prefix, Look look) {
   const std::vector<std::string> roots = arena_data_roots(os, where);
-  const int64_t now = realtime_ns();
+  const int64_t now = os.realtime_ns();
   std::vector<StaleArena> found;
   for (const std::string& arena : candidate_names(os, roots, prefix)) {
     if (std::optional<StaleArena> stale = look(arena, roots, now)) found.push_back(std::move(*stale));
@@ -187,7 +181,7 @@ std::vector<StaleArena> find_orphaned_arenas(Os& os, const ArenaOptions& where, 
 bool remove_stale_arena(Os& os, std::string_view arena, int64_t min_age_ns, const ArenaOptions& where) {
   check_arena_name(arena);
   const std::vector<std::string> roots = arena_data_roots(os, where);
-  std::optional<StaleArena> stale = stale_arena(os, std::string(arena), roots, realtime_ns());
+  std::optional<StaleArena> stale = stale_arena(os, std::string(arena), roots, os.realtime_ns());
   if (!stale || stale->in_use || stale->age_ns < min_age_ns) return false;
   if (stale->kind == StaleKind::kSegmentWithoutData) return remove_control_segment(os, arena);
   // Through descriptors, as destroy does: a link swapped in for a data directory is refused.

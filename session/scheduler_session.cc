@@ -37,7 +37,8 @@ SchedulerSession::SchedulerSession(Os& os, std::string_view arena, ArenaControl 
       layout_(control_.layout()),
       geometry_(ChunkGeometry::of_layout(layout_)),
       scheduler_(scheduler_config(geometry_, options)),
-      last_heard_(geometry_.ranks(), monotonic_ns()),
+      watch_(os),
+      last_heard_(geometry_.ranks(), os.monotonic_ns()),
       reports_(kDrainBatch) {
   // Workers that attached before this adoption announced themselves to an earlier consumer (or
   // their kAttach is still on the ring): watch the processes the records name now.
@@ -145,7 +146,7 @@ size_t SchedulerSession::drain(int64_t timeout_ns) {
       if (n < reports_.size()) break;
     }
   }
-  const int64_t now = monotonic_ns();
+  const int64_t now = os_->monotonic_ns();
   // A pidfd poll per rank is a system call each: while reports flow, look every kWatchInterval.
   if (applied == 0 || now - last_watch_ >= kWatchIntervalNs) {
     check_processes();
@@ -158,7 +159,7 @@ size_t SchedulerSession::drain(int64_t timeout_ns) {
 
 void SchedulerSession::apply(const Report& report) {
   const ReportVerdict verdict = scheduler_.apply(report);
-  if (report.rank < last_heard_.size()) last_heard_[report.rank] = monotonic_ns();
+  if (report.rank < last_heard_.size()) last_heard_[report.rank] = os_->monotonic_ns();
   if (verdict != ReportVerdict::kApplied || report.kind != ReportKind::kAttach) return;
   try {
     watch_.watch(report.rank, static_cast<pid_t>(report.value));
@@ -204,7 +205,7 @@ void SchedulerSession::take_rank_exits(std::vector<RankExit>* out) {
 
 void SchedulerSession::publish() {
   control_.publish(published_figures(scheduler_.figures()));
-  last_publish_ = monotonic_ns();
+  last_publish_ = os_->monotonic_ns();
 }
 
 }  // namespace hugepin

@@ -1,8 +1,5 @@
 #include "session/worker_session.h"
 
-#include <sys/eventfd.h>
-#include <unistd.h>
-
 #include <cerrno>
 #include <chrono>
 
@@ -51,7 +48,7 @@ WorkerSession::~WorkerSession() {
   }
   backlog_wanted_.notify_all();
   if (backlog_thread_.joinable()) backlog_thread_.join();
-  if (completion_fd_.load() >= 0) ::close(completion_fd_.load());
+  if (completion_fd_.load() >= 0) os_->close(completion_fd_.load());
 }
 
 void WorkerSession::pin(int device) {
@@ -126,7 +123,7 @@ void WorkerSession::launch(JobKind kind, JobId job, std::span<const BlockPair> p
     }
     landing->sequence = next_copy_++;
     copies_landed_.push_back(false);
-    in_flight_[job] = {job, kind, 0, copy_request_bytes(engine_->views(), pairs), monotonic_ns(), 0};
+    in_flight_[job] = {job, kind, 0, copy_request_bytes(engine_->views(), pairs), os_->monotonic_ns(), 0};
     ++calls_pending_;
   }
   try {
@@ -167,7 +164,7 @@ void WorkerSession::copy_landed(Landing* landing, int error) {
     JobResult result = it->second;
     in_flight_.erase(it);
     if (result.error == 0) result.error = error;  // the copies failed on the GPU
-    result.landed_ns = monotonic_ns();
+    result.landed_ns = os_->monotonic_ns();
     Report report{result.error == 0 ? ReportKind::kCopyComplete : ReportKind::kCopyFailed, 0,
                   static_cast<uint32_t>(result.error), 0, result.job, 0};
     post_locked(report);
@@ -181,7 +178,7 @@ void WorkerSession::copy_landed(Landing* landing, int error) {
   const int fd = completion_fd_.load(std::memory_order_acquire);  // pairs with the release in completion_fd()
   if (fd >= 0) {
     const uint64_t one = 1;
-    (void)!::write(fd, &one, sizeof(one));
+    os_->write(fd, &one, sizeof(one));  // fails only when the counter is full: readable anyway
   }
 }
 
@@ -330,8 +327,10 @@ bool WorkerSession::wait(JobId job, int64_t timeout_ns) {
 int WorkerSession::completion_fd() {
   std::lock_guard lock(mutex_);
   if (completion_fd_.load(std::memory_order_relaxed) < 0) {
-    const int fd = ::eventfd(landed_.empty() ? 0 : 1, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (fd < 0) throw_errno("eventfd", errno);
+    const int fd = os_->event_fd();
+    if (fd < 0) throw_errno("eventfd", -fd);
+    const uint64_t one = 1;
+    if (!landed_.empty()) os_->write(fd, &one, sizeof(one));  // copies landed before anyone asked
     completion_fd_.store(fd, std::memory_order_release);
   }
   return completion_fd_.load(std::memory_order_relaxed);

@@ -3,7 +3,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <exception>
 #include <thread>
 
@@ -14,14 +13,6 @@
 #include "shim/fallback.h"
 
 namespace hugepin {
-namespace {
-
-int64_t steady_now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-}  // namespace
 
 Shim::Shim(Os& os, ShimConfig config) : os_(os), config_(std::move(config)), pid_(getpid()) {}
 
@@ -107,13 +98,13 @@ Shim::Backing Shim::take_backing(uint64_t bytes, int gpu_node) {
       // A control segment held exclusively past the claim's wait (a stuck holder) would cost every
       // request that wait, under this lock: after one such refusal, requests fall through at once
       // for a while. Other refusals are tried again on the next request.
-      if (steady_now_ns() < arena_locked_until_ns_) {
+      if (os_.monotonic_ns() < arena_locked_until_ns_) {
         throw Fallback("arena-locked", cat("arena '", config_.arena, "' was locked at the last attempt; trying again later"));
       }
       try {
         arena_ = ArenaRegion::open(os_, config_);
       } catch (const Fallback& refused) {
-        if (refused.cause() == "arena-locked") arena_locked_until_ns_ = steady_now_ns() + kLockedRetryNs;
+        if (refused.cause() == "arena-locked") arena_locked_until_ns_ = os_.monotonic_ns() + kLockedRetryNs;
         throw;
       }
     }

@@ -208,6 +208,15 @@ TEST_CASE("a rank whose region another process holds falls through; the next req
   shim.release(memory);
 }
 
+// Makes arena `name`'s control segment and holds it exclusively, as hugepind's retention does
+// while it destroys (ipc/arena_lock.h); returns the descriptor that holds the lock.
+int hold_segment(const std::string& name) {
+  const int held = open(control_segment_path(name).c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  REQUIRE(held >= 0);
+  REQUIRE(flock(held, LOCK_EX) == 0);
+  return held;
+}
+
 // Counts flock calls (the shim's claim on the arena's control segment).
 class CountingFlockOs final : public test::ForwardingOs {
  public:
@@ -223,11 +232,8 @@ TEST_CASE("a shim opening its region waits out a destroy in progress, then falls
   Fixture f;
   const std::string name = cat("t", getpid(), "-shim-gone");
   f.make_arena(name, 4 * kMiB);
-  // hugepind's retention holds the control segment exclusively while it destroys (ipc/arena_lock.h).
   const std::string segment = control_segment_path(name);
-  const int held = open(segment.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  REQUIRE(held >= 0);
-  REQUIRE(flock(held, LOCK_EX) == 0);
+  const int held = hold_segment(name);
   CountingFlockOs os(*f.tree);
   Shim shim(os, f.config(name));
   void* during = &shim;  // not null: set by the thread
@@ -242,6 +248,41 @@ TEST_CASE("a shim opening its region waits out a destroy in progress, then falls
   void* after = shim.serve("cudaHostAlloc", kMiB, 0, f.pin);
   CHECK(after != nullptr);
   shim.release(after);
+}
+
+// A control segment some process holds exclusively and never lets go of while the test says so;
+// every refused try of the shim's claim costs a second of the test's clock, not of real time.
+class StuckHolderOs final : public test::ManualClockOs {
+ public:
+  using ManualClockOs::ManualClockOs;
+  int flock(int fd, int operation) override {
+    ++calls;
+    const int rc = ManualClockOs::flock(fd, operation);
+    if (rc == -EWOULDBLOCK) advance(1'000'000'000);
+    return rc;
+  }
+  int calls = 0;
+};
+
+TEST_CASE("after a claim times out on a stuck holder, requests fall through at once until the shim's clock says retry") {
+  Fixture f;
+  const std::string name = cat("t", getpid(), "-shim-stuck");
+  f.make_arena(name, 4 * kMiB);
+  const std::string segment = control_segment_path(name);
+  const int held = hold_segment(name);
+  StuckHolderOs os(*f.tree);
+  Shim shim(os, f.config(name));
+  CHECK(shim.serve("cudaHostAlloc", kMiB, 0, f.pin) == nullptr);  // the claim's wait ran out
+  const int tries = os.calls;
+  CHECK(tries > 1);
+  unlink(segment.c_str());  // the holder is gone ...
+  close(held);
+  CHECK(shim.serve("cudaHostAlloc", kMiB, 0, f.pin) == nullptr);  // ... but the shim does not look yet
+  CHECK(os.calls == tries);
+  os.advance(31'000'000'000);  // past the shim's 30 s of falling through
+  void* memory = shim.serve("cudaHostAlloc", kMiB, 0, f.pin);
+  CHECK(memory != nullptr);
+  shim.release(memory);
 }
 
 // Fails opening one file (by its name in its directory) with one errno.
@@ -268,9 +309,7 @@ TEST_CASE("a control segment the shim cannot open or lock: it falls through, and
     Shim shim(os, f.config(name));
     CHECK(shim.serve("cudaHostAlloc", kMiB, 0, f.pin) == nullptr);
   }
-  const int held = open(segment.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  REQUIRE(held >= 0);
-  REQUIRE(flock(held, LOCK_EX) == 0);  // held for good by someone
+  const int held = hold_segment(name);  // for good, by someone
   CountingFlockOs os(*f.tree);
   Shim shim(os, f.config(name));
   CHECK(shim.serve("cudaHostAlloc", kMiB, 0, f.pin) == nullptr);  // after the claim's 2 s wait

@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <sys/mman.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -28,13 +27,9 @@ pid_t g_exit_pid = 0;
 
 void unlink_at_exit() {
   // A child forked after the table was made inherits this handler; only the owner removes it.
+  // The kernel directly, not the Os: the Os the table was made with may be destroyed before exit
+  // handlers run, and Os::unlink's std::string would allocate.
   if (g_exit_pid != 0 && g_exit_pid == getpid()) ::unlink(g_exit_path);
-}
-
-uint64_t now_ns() {
-  timespec now{};
-  clock_gettime(CLOCK_REALTIME, &now);
-  return static_cast<uint64_t>(now.tv_sec) * 1000000000u + static_cast<uint64_t>(now.tv_nsec);
 }
 
 void copy_fixed(char* field, size_t size, std::string_view text) {
@@ -82,7 +77,7 @@ std::unique_ptr<TableWriter> TableWriter::create(Os& os, const std::string& dir)
   header->pid = pid;
   header->uid = getuid();
   header->start_ticks = process_start_ticks(os, pid).value_or(0);
-  header->created_ns = now_ns();
+  header->created_ns = static_cast<uint64_t>(os.realtime_ns());
   std::string comm;
   if (os.read_file("/proc/self/comm", &comm) == 0 && !comm.empty() && comm.back() == '\n') comm.pop_back();
   copy_fixed(header->program, sizeof header->program, comm);
@@ -125,7 +120,7 @@ int TableWriter::publish(const TableEntry& entry) {
     r.rank = entry.rank;
     r.api = static_cast<uint32_t>(entry.api);
     r.flags = entry.flags;
-    r.time_ns = now_ns();
+    r.time_ns = static_cast<uint64_t>(os_.realtime_ns());
     copy_fixed(r.arena, sizeof r.arena, entry.arena);
     r.live = 1;
     r.sequence.store(sequence + 2, std::memory_order_release);  // pairs with the reader's copy

@@ -49,31 +49,53 @@ NotifyListener::NotifyListener(std::string address) : address_(std::move(address
   if (abstract) target.sun_path[0] = '\0';
   const auto length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + address_.size() + (abstract ? 0 : 1));
   REQUIRE(::bind(fd_, reinterpret_cast<const sockaddr*>(&target), length) == 0);
+  reader_ = std::thread([this] { read_messages(); });
 }
 
-NotifyListener::~NotifyListener() { ::close(fd_); }
+NotifyListener::~NotifyListener() {
+  stopping_ = true;
+  reader_.join();
+  ::close(fd_);
+}
 
-bool NotifyListener::receive(int timeout_ms) {
-  pollfd entry{fd_, POLLIN, 0};
-  if (::poll(&entry, 1, timeout_ms) <= 0) return false;
+void NotifyListener::read_messages() {
   char buffer[4096];
-  ssize_t n = ::recv(fd_, buffer, sizeof buffer, MSG_DONTWAIT);
-  if (n <= 0) return false;
-  messages_.emplace_back(buffer, static_cast<size_t>(n));
-  return true;
-}
-
-bool NotifyListener::wait_for(std::string_view needle, int timeout_ms) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-  for (;;) {
-    if (count(needle) > 0) return true;
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) return false;
-    receive(static_cast<int>(left.count()));
+  while (!stopping_) {
+    pollfd entry{fd_, POLLIN, 0};
+    // The timeout only bounds how long the destructor waits for this thread to see stopping_.
+    if (::poll(&entry, 1, 20) <= 0) continue;
+    const ssize_t n = ::recv(fd_, buffer, sizeof buffer, MSG_DONTWAIT);
+    if (n <= 0) continue;
+    {
+      std::lock_guard lock(mutex_);
+      messages_.emplace_back(buffer, static_cast<size_t>(n));
+    }
+    arrived_.notify_all();
   }
 }
 
+bool NotifyListener::receive(int timeout_ms) {
+  std::unique_lock lock(mutex_);
+  const size_t seen = messages_.size();
+  return arrived_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return messages_.size() > seen; });
+}
+
+bool NotifyListener::wait_for(std::string_view needle, int timeout_ms) {
+  std::unique_lock lock(mutex_);
+  return arrived_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return count_locked(needle) > 0; });
+}
+
+std::vector<std::string> NotifyListener::messages() const {
+  std::lock_guard lock(mutex_);
+  return messages_;
+}
+
 size_t NotifyListener::count(std::string_view needle) const {
+  std::lock_guard lock(mutex_);
+  return count_locked(needle);
+}
+
+size_t NotifyListener::count_locked(std::string_view needle) const {
   size_t n = 0;
   for (const std::string& message : messages_) {
     if (message.find(needle) != std::string::npos) ++n;

@@ -7,11 +7,15 @@
 
 #include <sys/types.h>
 
+#include <atomic>
+#include <condition_variable>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "daemon/protocol.h"
@@ -21,7 +25,12 @@
 
 namespace hugepin::test {
 
-// A datagram socket where NOTIFY_SOCKET points: a path, or '@' and an abstract name.
+// A datagram socket where NOTIFY_SOCKET points: a path, or '@' and an abstract name. A thread of
+// its own receives every message as it comes, as systemd does: the kernel queues only a few
+// datagrams (net.unix.max_dgram_qlen, 10 by default), and a hugepind whose STATUS= lines nobody
+// reads waits in sendto and stops serving.
+//
+// Thread-safety: every method may be called from any thread.
 class NotifyListener {
  public:
   explicit NotifyListener(std::string address);
@@ -33,17 +42,24 @@ class NotifyListener {
   // True once any message received (before or during the call) contains `needle`; false when
   // `timeout_ms` passes first.
   bool wait_for(std::string_view needle, int timeout_ms);
-  // Receives at most one message, waiting at most `timeout_ms`; true when one came.
+  // Waits at most `timeout_ms` for one more message than had come when called; true when it came.
   bool receive(int timeout_ms);
   // Every message received so far, in order.
-  const std::vector<std::string>& messages() const { return messages_; }
+  std::vector<std::string> messages() const;
   // How many messages received so far contain `needle`.
   size_t count(std::string_view needle) const;
 
  private:
+  void read_messages();
+  size_t count_locked(std::string_view needle) const;
+
   std::string address_;
   int fd_ = -1;
+  mutable std::mutex mutex_;
+  std::condition_variable arrived_;
   std::vector<std::string> messages_;
+  std::atomic<bool> stopping_{false};
+  std::thread reader_;
 };
 
 class TestDaemon {

@@ -1,6 +1,6 @@
 // Os wrappers for tests: ForwardingOs passes every call to another Os (override what you fake),
 // FaultInjectionOs fails a chosen call with a chosen errno (leveldb's ErrorEnv).
-// NoMembarrierOs plays a kernel that refuses membarrier(2).
+// NoMembarrierOs plays a kernel that refuses membarrier(2); ManualClockOs, clocks the test moves.
 #pragma once
 
 #include <fcntl.h>
@@ -81,6 +81,9 @@ class ForwardingOs : public Os {
   }
   int set_thread_cpus(const std::vector<int>& cpus) override { return target_.set_thread_cpus(cpus); }
   int send_signal(pid_t pid, int signal) override { return target_.send_signal(pid, signal); }
+  int pidfd_open(pid_t pid) override { return target_.pidfd_open(pid); }
+  int64_t monotonic_ns() override { return target_.monotonic_ns(); }
+  int64_t realtime_ns() override { return target_.realtime_ns(); }
   int futex_wait(const std::atomic<uint32_t>* word, uint32_t expected, int64_t timeout_ns) override {
     return target_.futex_wait(word, expected, timeout_ns);
   }
@@ -110,6 +113,24 @@ class NoMembarrierOs : public ForwardingOs {
  public:
   NoMembarrierOs() : ForwardingOs(real_os()) {}
   int membarrier(int) override { return -ENOSYS; }
+};
+
+// A kernel whose clocks stand still until the test moves them: timeouts, backoffs and ages
+// without waiting for them. Everything else is forwarded.
+class ManualClockOs : public ForwardingOs {
+ public:
+  using ForwardingOs::ForwardingOs;
+  int64_t monotonic_ns() override { return monotonic_ns_.load(); }
+  int64_t realtime_ns() override { return realtime_ns_.load(); }
+  // Moves both clocks forward by `ns`.
+  void advance(int64_t ns) {
+    monotonic_ns_ += ns;
+    realtime_ns_ += ns;
+  }
+
+ private:
+  std::atomic<int64_t> monotonic_ns_{1'000'000'000};            // a second after boot
+  std::atomic<int64_t> realtime_ns_{1'700'000'000'000'000'000};  // November 2023
 };
 
 // Fails the n-th next call of one operation. Operations are named after the Os methods.
@@ -174,6 +195,7 @@ class FaultInjectionOs : public ForwardingOs {
   int send_datagram(const std::string& address, std::string_view message) override {
     return inject("send_datagram", [&] { return target_.send_datagram(address, message); });
   }
+  int pidfd_open(pid_t pid) override { return inject("pidfd_open", [&] { return target_.pidfd_open(pid); }); }
 
  private:
   struct Fault {
