@@ -1,10 +1,10 @@
 #include "base/duration.h"
 
 #include <array>
-#include <cctype>
 #include <cstdint>
 #include <utility>
 
+#include "base/decimal.h"
 #include "base/error.h"
 
 namespace hugepin {
@@ -18,12 +18,10 @@ constexpr std::array<std::pair<std::string_view, int64_t>, 5> kUnits{{
     {"ms", kNanosPerMilli},
 }};
 
-std::optional<int64_t> unit_nanos(std::string_view suffix) {
-  std::string lower;
-  for (char c : suffix) lower.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
-  if (lower.empty()) return kNanosPerSecond;
+std::optional<uint64_t> unit_nanos(std::string_view unit) {
+  if (unit.empty()) return static_cast<uint64_t>(kNanosPerSecond);
   for (auto [name, nanos] : kUnits) {
-    if (lower == name) return nanos;
+    if (unit == name) return static_cast<uint64_t>(nanos);
   }
   return std::nullopt;
 }
@@ -31,19 +29,9 @@ std::optional<int64_t> unit_nanos(std::string_view suffix) {
 }  // namespace
 
 std::optional<int64_t> parse_duration(std::string_view text) {
-  size_t digits = 0;
-  int64_t value = 0;
-  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) {
-    const int64_t digit = text[digits] - '0';
-    if (value > (INT64_MAX - digit) / 10) return std::nullopt;
-    value = value * 10 + digit;
-    ++digits;
-  }
-  if (digits == 0) return std::nullopt;
-  std::optional<int64_t> unit = unit_nanos(text.substr(digits));
-  if (!unit) return std::nullopt;
-  if (value != 0 && value > INT64_MAX / *unit) return std::nullopt;
-  return value * *unit;
+  std::optional<uint64_t> nanos = parse_decimal_with_unit(text, unit_nanos, INT64_MAX);
+  if (!nanos) return std::nullopt;
+  return static_cast<int64_t>(*nanos);
 }
 
 std::string format_duration(int64_t nanos) {

@@ -2,12 +2,12 @@
 
 #include <doctest/doctest.h>
 #include <fcntl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <string>
 
+#include "tests/support/child_process.h"
 #include "tests/support/fault_os.h"
 
 namespace hugepin {
@@ -25,13 +25,7 @@ TEST_CASE("a file locked for use is seen as locked, by this process and by anoth
   REQUIRE(other >= 0);
   const int refused = lock_file_for_use(real_os(), other);
   CHECK((refused == -EAGAIN || refused == -EACCES));
-  std::fflush(nullptr);
-  pid_t child = fork();
-  REQUIRE(child >= 0);
-  if (child == 0) _exit(file_is_locked(real_os(), path) ? 0 : 1);
-  int status = 0;
-  REQUIRE(waitpid(child, &status, 0) == child);
-  CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+  CHECK(test::run_in_child([&] { return file_is_locked(real_os(), path); }) == 0);
   close(fd);
   CHECK_FALSE(file_is_locked(real_os(), path));
   CHECK(lock_file_for_use(real_os(), other) == 0);

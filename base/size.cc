@@ -1,21 +1,20 @@
 #include "base/size.h"
 
 #include <array>
-#include <cctype>
 #include <cstdio>
+
+#include "base/decimal.h"
 
 namespace hugepin {
 namespace {
 
 std::optional<uint64_t> suffix_multiplier(std::string_view suffix) {
-  std::string lower;
-  for (char c : suffix) lower.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
-  if (lower.empty() || lower == "b") return 1;
+  if (suffix.empty() || suffix == "b") return 1;
   static constexpr std::array<std::pair<char, uint64_t>, 4> kUnits{
       {{'k', kKiB}, {'m', kMiB}, {'g', kGiB}, {'t', kTiB}}};
   for (auto [letter, multiplier] : kUnits) {
-    if (lower[0] != letter) continue;
-    std::string_view rest = std::string_view(lower).substr(1);
+    if (suffix[0] != letter) continue;
+    std::string_view rest = suffix.substr(1);
     if (rest.empty() || rest == "b" || rest == "ib") return multiplier;
   }
   return std::nullopt;
@@ -23,21 +22,7 @@ std::optional<uint64_t> suffix_multiplier(std::string_view suffix) {
 
 }  // namespace
 
-std::optional<uint64_t> parse_size(std::string_view text) {
-  size_t digits = 0;
-  uint64_t value = 0;
-  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) {
-    uint64_t digit = static_cast<uint64_t>(text[digits] - '0');
-    if (value > (UINT64_MAX - digit) / 10) return std::nullopt;
-    value = value * 10 + digit;
-    ++digits;
-  }
-  if (digits == 0) return std::nullopt;
-  std::optional<uint64_t> multiplier = suffix_multiplier(text.substr(digits));
-  if (!multiplier) return std::nullopt;
-  if (value != 0 && value > UINT64_MAX / *multiplier) return std::nullopt;
-  return value * *multiplier;
-}
+std::optional<uint64_t> parse_size(std::string_view text) { return parse_decimal_with_unit(text, suffix_multiplier, UINT64_MAX); }
 
 std::string format_bytes(uint64_t bytes) {
   static constexpr std::array<const char*, 5> kNames{"B", "KiB", "MiB", "GiB", "TiB"};

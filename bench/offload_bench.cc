@@ -15,8 +15,8 @@
 #include "cli/engine/kv_stamp.h"
 #include "cli/engine/mini_plan.h"
 #include "cli/engine/rank_processes.h"
-#include "hugemem/pool.h"
 #include "ipc/doorbell.h"
+#include "session/host_plan.h"
 #include "session/scheduler_session.h"
 
 namespace hugepin::bench {
@@ -248,9 +248,8 @@ class OffloadRun {
   SchedulerSession create_session() {
     cli::MiniPlan mini{options_.tp, options_.pp, options_.cpu_bytes, options_.blocks_per_chunk, gpu_blocks(), 0,
                        block_bytes_ / 4096};
-    planner::HostInfo host;
-    host.pool = read_pool(real_os());
-    const planner::CapacityPlan plan = planner::make_plan(cli::mini_plan_input(mini), host);
+    const planner::PlanInput input = cli::mini_plan_input(mini);
+    const planner::CapacityPlan plan = planner::make_plan(input, read_host_info(real_os(), input));
     SchedulerSessionOptions options;
     options.max_jobs_in_flight = 4 * options_.jobs_in_flight;
     return SchedulerSession::create(real_os(), arena_, plan, {}, options);

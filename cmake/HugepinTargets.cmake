@@ -39,16 +39,26 @@ function(hugepin_library name)
   target_link_libraries(${name} PUBLIC ${ARG_LIBS})
 endfunction()
 
-# hugepin_test(NAME SOURCES ... [LIBS ...] [GATED] [LABELS ...] [RESOURCE_LOCK ...] [TIMEOUT s])
+# hugepin_test(NAME SOURCES ... [LIBS ...] [GATED NEEDS name ...] [LABELS ...] [RESOURCE_LOCK ...]
+#              [TIMEOUT s])
 # One doctest binary, one ctest test. GATED tests bring their own main (tests/support/gate.h):
-# they exit 77 when the hardware they need is missing, which ctest reports as skipped.
+# they exit 77 with one line saying what is missing when the machine lacks a prerequisite, which
+# ctest reports as skipped. NEEDS names those prerequisites as HUGEPIN_TEST_MISSING spells them;
+# the test NAME_skips plays a machine without each in turn and checks that the binary skips.
 function(hugepin_test name)
-  cmake_parse_arguments(ARG "GATED" "TIMEOUT" "SOURCES;LIBS;LABELS;RESOURCE_LOCK" ${ARGN})
+  cmake_parse_arguments(ARG "GATED" "TIMEOUT" "SOURCES;LIBS;LABELS;RESOURCE_LOCK;NEEDS" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
   hugepin_target_defaults(${name})
   target_link_libraries(${name} PRIVATE ${ARG_LIBS} hugepin_test_support doctest::doctest)
+  if(ARG_GATED AND NOT ARG_NEEDS)
+    message(FATAL_ERROR "hugepin_test(${name} GATED ...) names no NEEDS")
+  endif()
   if(NOT ARG_GATED)
     target_link_libraries(${name} PRIVATE hugepin_test_main)
+  else()
+    string(REPLACE ";" "," needs "${ARG_NEEDS}")
+    add_test(NAME ${name}_skips COMMAND ${CMAKE_COMMAND} -DBINARY=$<TARGET_FILE:${name}> -DNEEDS=${needs}
+                                        -P ${PROJECT_SOURCE_DIR}/cmake/ExpectSkip.cmake)
   endif()
   add_test(NAME ${name} COMMAND ${name})
   if(NOT ARG_TIMEOUT)

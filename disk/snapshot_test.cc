@@ -1,6 +1,7 @@
 // Arena snapshots on real files: a 4 KiB-page arena under /dev/shm saved to this machine's disk
 // and loaded back (every byte checked), saves killed (SIGKILL) at every step and at random times,
-// a corrupted data file, snapshots that do not fit, and the fallback path.
+// a corrupted data file, and snapshots that do not fit. Written by one I/O path and read by the
+// other: snapshot_uring_test.cc (gated on io_uring).
 #include "disk/snapshot.h"
 
 #include <doctest/doctest.h>
@@ -23,49 +24,15 @@
 #include "base/pattern.h"
 #include "base/size.h"
 #include "disk/test_disk.h"
+#include "disk/test_snapshot.h"
 #include "hugemem/arena.h"
+#include "tests/support/child_process.h"
 #include "tests/support/error_text.h"
 #include "tests/support/file_text.h"
 #include "tests/support/temp_dir.h"
 
 namespace hugepin {
 namespace {
-
-// An arena of 4 KiB shared memory in its own /dev/shm directory, with every region mapped.
-struct TestArena {
-  test::TempDir shm{"/dev/shm"};
-  ArenaOptions options;
-  std::string name;
-  std::vector<MappedRegion> regions;
-
-  TestArena(std::string arena_name, const std::vector<uint64_t>& sizes) : name(std::move(arena_name)) {
-    options.page_size = 4 * kKiB;
-    options.shm_dir = shm.path();
-    options.prefault_threads = 1;
-    std::vector<RegionRequest> requests;
-    for (uint32_t rank = 0; rank < sizes.size(); ++rank) requests.push_back({rank, sizes[rank], -1});
-    create_arena(real_os(), name, requests, options);
-    for (uint32_t rank = 0; rank < sizes.size(); ++rank) regions.push_back(open_region(real_os(), name, rank, true, options));
-  }
-  void fill(uint64_t seed) {
-    for (size_t r = 0; r < regions.size(); ++r) fill_pattern(regions[r].data(), regions[r].size(), seed * 100 + r);
-  }
-  // True when every region holds the pattern of `seed`.
-  bool holds(uint64_t seed) const {
-    for (size_t r = 0; r < regions.size(); ++r) {
-      if (find_pattern_mismatch(regions[r].data(), regions[r].size(), seed * 100 + r)) return false;
-    }
-    return true;
-  }
-  SnapshotOptions snapshot_options(uint64_t chunk_bytes = 256 * kKiB) const {
-    SnapshotOptions snapshot;
-    snapshot.chunk_bytes = chunk_bytes;
-    snapshot.where = options;
-    snapshot.io.queue_depth = 8;
-    snapshot.io.threads = 2;
-    return snapshot;
-  }
-};
 
 std::set<std::string> names_in(const std::string& dir) {
   std::set<std::string> names;
@@ -76,25 +43,7 @@ std::set<std::string> names_in(const std::string& dir) {
 void write_text(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::trunc) << text; }
 
 using test::contains;
-
-// Runs `body` in a child process; returns how it ended: the exit code, or -signal.
-template <typename Body>
-int in_child(Body body) {
-  pid_t child = fork();
-  REQUIRE(child >= 0);
-  if (child == 0) {
-    int code = 0;
-    try {
-      body();
-    } catch (...) {
-      code = 100;
-    }
-    _exit(code);
-  }
-  int status = 0;
-  REQUIRE(waitpid(child, &status, 0) == child);
-  return WIFSIGNALED(status) ? -WTERMSIG(status) : WEXITSTATUS(status);
-}
+using test::TestArena;
 
 }  // namespace
 
@@ -114,7 +63,7 @@ TEST_CASE("an arena of three ranks round-trips through a snapshot on disk") {
   CHECK(saved.regions == 3);
   CHECK(saved.chunks == 6 + 3 + 1);
   CHECK(saved.bytes == 9 * kMiB + 12 * kKiB);
-  CHECK(contains(saved.backend, test::io_uring_available() && test::disk_direct_io() ? "io_uring" : "pread/pwrite"));
+  CHECK(contains(saved.backend, test::missing_io_uring().empty() && test::missing_direct_io().empty() ? "io_uring" : "pread/pwrite"));
   CHECK(saved.fallback.empty());
   CHECK(!progress.empty());
   CHECK(progress.back() == saved.bytes);
@@ -144,20 +93,6 @@ TEST_CASE("an arena of three ranks round-trips through a snapshot on disk") {
   arena.fill(4);
   load_snapshot(real_os(), "hp-spill-snap", dir, options);
   CHECK(arena.holds(3));
-}
-
-TEST_CASE("the thread-pool path saves and loads the same snapshot" * doctest::skip(!test::io_uring_available() || !test::disk_direct_io())) {
-  TestArena arena("hp-spill-pool", {2 * kMiB + 4 * kKiB, 2 * kMiB});
-  test::TempDir disk(test::kDiskDir);
-  arena.fill(5);
-  SnapshotOptions options = arena.snapshot_options();
-  options.io.io = SpillIo::kThreads;
-  SnapshotReport saved = save_snapshot(real_os(), "hp-spill-pool", disk.path(), options);
-  CHECK(contains(saved.backend, "pread/pwrite"));
-  arena.fill(6);
-  options.io.io = SpillIo::kUring;  // written by one path, read by the other
-  load_snapshot(real_os(), "hp-spill-pool", disk.path(), options);
-  CHECK(arena.holds(5));
 }
 
 TEST_CASE("a corrupted chunk is named by rank and chunk, zero-filled, and the rest is loaded") {
@@ -272,7 +207,7 @@ TEST_CASE("a save killed at any step leaves the previous snapshot whole; the nex
     generation = save_snapshot(real_os(), "hp-spill-crash", dir, arena.snapshot_options()).generation;
     CHECK(names_in(dir) == std::set<std::string>{".lock", "data-" + std::to_string(generation), "manifest.json"});
 
-    int ended = in_child([&] {
+    int ended = test::run_in_child([&] {
       arena.fill(21);
       SnapshotOptions options = arena.snapshot_options();
       int progress_calls = 0;
@@ -283,6 +218,7 @@ TEST_CASE("a save killed at any step leaves the previous snapshot whole; the nex
         if (steps[k] == step) ::raise(SIGKILL);
       };
       save_snapshot(real_os(), "hp-spill-crash", dir, options);
+      return true;
     });
     REQUIRE(ended == -SIGKILL);
     const bool committed = steps[k] == "committed" || steps[k] == "cleaned";

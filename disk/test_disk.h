@@ -1,6 +1,9 @@
-// For the disk tier's tests: what this machine offers, so that a test of io_uring, O_DIRECT or
-// fixed buffers is skipped (and says so) where the machine has none, as in a container whose
-// seccomp profile refuses io_uring or as a user with a small RLIMIT_MEMLOCK.
+// For the disk tier's tests: what this machine offers. The cases that need io_uring, O_DIRECT or
+// fixed buffers live in gated binaries (disk_direct_test, disk_uring_test, disk_mount_uring_test)
+// that skip, saying so, where the machine has none, as in a container whose seccomp profile
+// refuses io_uring or as a user with a small RLIMIT_MEMLOCK. Each missing_* function returns what
+// its prerequisite needs, in words, when it is missing ("" when not), and honours
+// HUGEPIN_TEST_MISSING (tests/support/gate.h) under the name in its comment.
 #pragma once
 
 #include <fcntl.h>
@@ -9,21 +12,27 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstring>
 #include <string>
+
+#include "base/size.h"
+#include "tests/support/prerequisite.h"
 
 namespace hugepin::test {
 
 // The directory on this machine's disk that the tests write to.
 inline const std::string kDiskDir = "/var/tmp";
 
-inline bool io_uring_available() {
-  static const bool available = [] {
+// "io_uring".
+inline std::string missing_io_uring() {
+  static const std::string missing = []() -> std::string {
+    if (pretend_missing("io_uring")) return pretended("io_uring", "io_uring");
     io_uring ring{};
-    if (io_uring_queue_init(2, &ring, 0) != 0) return false;
+    if (int rc = io_uring_queue_init(2, &ring, 0); rc != 0) return "io_uring (io_uring_setup: " + std::string(strerror(-rc)) + ")";
     io_uring_queue_exit(&ring);
-    return true;
+    return "";
   }();
-  return available;
+  return missing;
 }
 
 // True when files in `dir` open with O_DIRECT.
@@ -36,17 +45,25 @@ inline bool direct_io_in(const std::string& dir) {
   return true;
 }
 
-inline bool disk_direct_io() {
-  static const bool available = direct_io_in(kDiskDir);
-  return available;
+// "O_DIRECT": files on this machine's disk (kDiskDir) open with O_DIRECT.
+inline std::string missing_direct_io() {
+  static const std::string missing = []() -> std::string {
+    const std::string needs = "O_DIRECT in " + kDiskDir;
+    if (pretend_missing("O_DIRECT")) return pretended("O_DIRECT", needs);
+    return direct_io_in(kDiskDir) ? "" : needs;
+  }();
+  return missing;
 }
 
-// True when `bytes` can be registered as io_uring fixed buffers: root (CAP_IPC_LOCK) or a
+// "memlock": `bytes` can be registered as io_uring fixed buffers: root (CAP_IPC_LOCK) or a
 // RLIMIT_MEMLOCK that large.
-inline bool can_lock_memory(uint64_t bytes) {
+inline std::string missing_locked_memory(uint64_t bytes) {
+  const std::string needs = format_bytes(bytes) + " of lockable memory (root, or RLIMIT_MEMLOCK)";
+  if (pretend_missing("memlock")) return pretended("memlock", needs);
   rlimit limit{};
-  if (geteuid() == 0) return true;
-  return getrlimit(RLIMIT_MEMLOCK, &limit) == 0 && (limit.rlim_cur == RLIM_INFINITY || limit.rlim_cur >= bytes);
+  if (geteuid() == 0) return "";
+  const bool enough = getrlimit(RLIMIT_MEMLOCK, &limit) == 0 && (limit.rlim_cur == RLIM_INFINITY || limit.rlim_cur >= bytes);
+  return enough ? "" : needs;
 }
 
 }  // namespace hugepin::test

@@ -1,13 +1,13 @@
 // Arenas on real hugetlbfs. Needs root: borrows 2 MiB pages from the kernel for the run, mounts a
 // private hugetlbfs, and gives both back. Skips (77) when the machine cannot lend them.
 #include <doctest/doctest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "base/error.h"
 #include "base/pattern.h"
 #include "base/size.h"
 #include "hugemem/arena.h"
+#include "tests/support/child_process.h"
 #include "tests/support/gate.h"
 #include "tests/support/temp_dir.h"
 
@@ -43,22 +43,11 @@ TEST_CASE("a hugetlbfs arena takes exactly its pages and gives them back") {
   CHECK(report.regions[1].bytes == 10 * kMiB);
   CHECK(report.regions[0].path == g_pool->mount_dir() + "/hugepin/huge/rank-0");
 
-  pid_t child = fork();
-  REQUIRE(child >= 0);
-  if (child == 0) {
-    int status = 0;
-    try {
-      MappedRegion region = open_region(real_os(), "huge", 0, true, options);
-      status = region.page_size() == 2 * kMiB ? 0 : 2;
-      fill_pattern(region.data(), region.size(), 5);
-    } catch (...) {
-      status = 1;
-    }
-    _exit(status);
-  }
-  int status = 0;
-  REQUIRE(waitpid(child, &status, 0) == child);
-  CHECK(WEXITSTATUS(status) == 0);
+  CHECK(test::run_in_child([&] {
+          MappedRegion region = open_region(real_os(), "huge", 0, true, options);
+          fill_pattern(region.data(), region.size(), 5);
+          return region.page_size() == 2 * kMiB;
+        }) == 0);
   MappedRegion region = open_region(real_os(), "huge", 0, false, options);
   CHECK_FALSE(find_pattern_mismatch(region.data(), region.size(), 5));
   region = MappedRegion();

@@ -2,7 +2,6 @@
 // between processes, listing, destroying, and every failure leaving nothing behind.
 #include <doctest/doctest.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -11,6 +10,7 @@
 #include "base/pattern.h"
 #include "base/size.h"
 #include "hugemem/arena.h"
+#include "tests/support/child_process.h"
 #include "tests/support/fault_os.h"
 #include "tests/support/temp_dir.h"
 
@@ -70,22 +70,11 @@ TEST_CASE("data written by one process is read back by another") {
   test::TempDir dir("/dev/shm");
   ArenaOptions options = shm_options(dir);
   create_arena(real_os(), "shared", {{0, 4 * kMiB, -1}, {1, 4 * kMiB, -1}}, options);
-  pid_t child = fork();
-  REQUIRE(child >= 0);
-  if (child == 0) {
-    int status = 0;
-    try {
-      MappedRegion region = open_region(real_os(), "shared", 1, true, options);
-      fill_pattern(region.data(), region.size(), 99);
-    } catch (...) {
-      status = 1;
-    }
-    _exit(status);
-  }
-  int status = 0;
-  REQUIRE(waitpid(child, &status, 0) == child);
-  REQUIRE(WIFEXITED(status));
-  REQUIRE(WEXITSTATUS(status) == 0);
+  REQUIRE(test::run_in_child([&] {
+            MappedRegion region = open_region(real_os(), "shared", 1, true, options);
+            fill_pattern(region.data(), region.size(), 99);
+            return true;
+          }) == 0);
   MappedRegion region = open_region(real_os(), "shared", 1, false, options);
   CHECK(region.size() == 4 * kMiB);
   CHECK_FALSE(find_pattern_mismatch(region.data(), region.size(), 99));
@@ -161,18 +150,14 @@ TEST_CASE("a failure at any step removes everything created so far") {
 TEST_CASE("a crash mid-creation leaves files that list and destroy find") {
   test::TempDir dir("/dev/shm");
   ArenaOptions options = shm_options(dir);
-  pid_t child = fork();
-  REQUIRE(child >= 0);
-  if (child == 0) {
-    // Creates the arena's directory and one region file by hand, then dies: what a crash
-    // between two regions leaves.
-    std::filesystem::create_directories(dir.path() + "/hugepin/crashed");
-    FILE* file = std::fopen((dir.path() + "/hugepin/crashed/rank-0").c_str(), "w");
-    if (file != nullptr) std::fclose(file);
-    _exit(0);
-  }
-  int status = 0;
-  waitpid(child, &status, 0);
+  REQUIRE(test::run_in_child([&] {
+            // Creates the arena's directory and one region file by hand, then dies: what a crash
+            // between two regions leaves.
+            std::filesystem::create_directories(dir.path() + "/hugepin/crashed");
+            FILE* file = std::fopen((dir.path() + "/hugepin/crashed/rank-0").c_str(), "w");
+            if (file != nullptr) std::fclose(file);
+            return true;
+          }) == 0);
   std::vector<ArenaListing> listings = list_arenas(real_os(), options);
   REQUIRE(listings.size() == 1);
   CHECK(listings[0].name == "crashed");

@@ -11,6 +11,7 @@
 #include <string>
 #include <string_view>
 
+#include "base/arena_limits.h"
 #include "base/trusted_file.h"
 
 namespace hugepin {
@@ -18,8 +19,7 @@ namespace hugepin {
 inline constexpr std::string_view kDataDirName = "hugepin";
 inline constexpr std::string_view kDefaultShmDir = "/dev/shm";
 inline constexpr size_t kMaxArenaNameLength = 64;
-// Most ranks an arena may have: the CLI's --ranks limit, the planner's tp * pp, the control segment's.
-inline constexpr uint32_t kMaxArenaRanks = 65536;
+// Most ranks an arena may have (kMaxArenaRanks): base/arena_limits.h, which the planner shares.
 
 // True for 1-64 characters of [A-Za-z0-9._-] not starting with '.'.
 bool is_valid_arena_name(std::string_view name);

@@ -5,6 +5,7 @@
 #include <charconv>
 
 #include "base/error.h"
+#include "base/pool_set_command.h"
 #include "base/size.h"
 
 namespace hugepin {
@@ -190,17 +191,8 @@ std::string shortfall_message(const std::vector<PoolChange>& changes) {
 }
 
 std::string pool_set_hint(const PoolState& state, int node, uint64_t page_size, uint64_t pages) {
-  uint64_t total = pages;
-  if (node >= 0) {
-    if (const PoolCounts* row = state.find(node, page_size)) total += row->total;
-  } else if (const PoolCounts* row = state.find(-1, page_size)) {
-    total += row->total;
-  }
-  std::string line = cat("hugepin pool set ", page_size_name(total * page_size));
-  // page_size_name gives an exact "<n>M"/"<n>G" for whole multiples, which a page count always is.
-  if (node >= 0) line += cat(" --node ", node);
-  line += cat(" --pagesize ", page_size_name(page_size));
-  return line;
+  const PoolCounts* row = state.find(node, page_size);
+  return pool_set_command(pages + (row != nullptr ? row->total : 0), node, page_size);
 }
 
 }  // namespace hugepin

@@ -5,6 +5,7 @@
 #include <charconv>
 
 #include "base/error.h"
+#include "base/pci_address.h"
 
 namespace hugepin {
 namespace {
@@ -78,22 +79,6 @@ Topology read_topology(Os& os) {
   std::sort(topology.nodes.begin(), topology.nodes.end(),
             [](const NumaNode& a, const NumaNode& b) { return a.id < b.id; });
   return topology;
-}
-
-std::string normalize_pci_address(std::string_view address) {
-  std::string text(trim(address));
-  for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  if (std::count(text.begin(), text.end(), ':') == 1) text = "0000:" + text;
-  // domain:bus:device.function, hex digits: 4:2:2.1
-  auto is_hex = [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; };
-  bool ok = text.size() == 12 && text[4] == ':' && text[7] == ':' && text[10] == '.';
-  for (size_t i = 0; ok && i < text.size(); ++i) {
-    if (i != 4 && i != 7 && i != 10) ok = is_hex(text[i]);
-  }
-  if (!ok) {
-    throw Error(cat("invalid PCI address '", address, "': expected DDDD:BB:DD.F, e.g. 0000:17:00.0"));
-  }
-  return text;
 }
 
 int pci_device_node(Os& os, std::string_view pci_address) {

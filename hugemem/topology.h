@@ -28,10 +28,6 @@ Topology read_topology(Os& os);
 // Parses a kernel CPU or node list ("0-3,8,10-11"). Throws Error quoting `text` when malformed.
 std::vector<int> parse_id_list(std::string_view text);
 
-// "0000:17:00.0" from "17:00.0" or "0000:17:00.0" (any case). Throws Error naming the address
-// when it is not a PCI address.
-std::string normalize_pci_address(std::string_view address);
-
 // The NUMA node of a PCI device (a GPU), from /sys/bus/pci/devices/<addr>/numa_node: -1 when
 // the platform states no affinity. Throws Error naming the address when the device is absent.
 int pci_device_node(Os& os, std::string_view pci_address);

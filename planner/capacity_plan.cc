@@ -4,10 +4,10 @@
 #include <set>
 #include <utility>
 
+#include "base/arena_limits.h"
 #include "base/error.h"
+#include "base/pool_set_command.h"
 #include "base/size.h"
-#include "hugemem/mounts.h"
-#include "hugemem/naming.h"
 #include "planner/checked_math.h"
 
 namespace hugepin::planner {
@@ -145,13 +145,15 @@ void size_regions(CapacityPlan& plan, uint64_t page_size) {
   }
 }
 
-bool is_hugepage_size(const PoolState& pool, uint64_t page_size) {
-  return std::find(pool.page_sizes.begin(), pool.page_sizes.end(), page_size) != pool.page_sizes.end();
+// The `hugepin pool set` line that gives `pages` more pages of `page_size` on `node` than `pool` holds.
+std::string pool_set_hint(const HostPool& pool, int node, uint64_t page_size, uint64_t pages) {
+  const PoolPages* row = pool.find(node, page_size);
+  return pool_set_command(pages + (row != nullptr ? row->total : 0), node, page_size);
 }
 
 // The pages each node needs on plan.page_size, what the pool has, and whether it serves them;
 // sets plan.pool, plan.pool_can_serve, and notes for what per-node rows do not show.
-void assess_pool(CapacityPlan& plan, const PoolState& pool) {
+void assess_pool(CapacityPlan& plan, const HostPool& pool) {
   std::map<int, uint64_t> needed;
   uint64_t total = 0;
   for (const RankPlan& rank : plan.ranks) {
@@ -168,7 +170,7 @@ void assess_pool(CapacityPlan& plan, const PoolState& pool) {
     return;
   }
   bool all_served = true;
-  bool supported = is_hugepage_size(pool, page_size);
+  bool supported = pool.supports(page_size);
   for (const auto& [node, pages] : needed) {
     uint64_t available = pool.available(node, page_size);
     bool served = available >= pages;
@@ -180,7 +182,7 @@ void assess_pool(CapacityPlan& plan, const PoolState& pool) {
   std::string size = page_size_name(page_size);
   uint64_t system_available = pool.available(-1, page_size);
   bool system_served = system_available >= total;
-  bool mounted = find_hugetlbfs_mount(pool.mounts, page_size).has_value();
+  bool mounted = pool.mounted(page_size);
   if (!supported) {
     plan.notes.push_back(cat("this kernel has no ", size, " hugepages"));
   } else if (all_served && !system_served) {
@@ -191,7 +193,7 @@ void assess_pool(CapacityPlan& plan, const PoolState& pool) {
   plan.pool_can_serve = all_served && system_served && mounted && supported;
 }
 
-void choose_page_size(CapacityPlan& plan, uint64_t requested, const PoolState& pool) {
+void choose_page_size(CapacityPlan& plan, uint64_t requested, const HostPool& pool) {
   if (requested != 0) {
     plan.page_size_choice = PageSizeChoice::kRequested;
     size_regions(plan, requested);

@@ -10,9 +10,9 @@
 // as payload: the payload of all ranks together never exceeds cpu_bytes, and one more chunk
 // would. A rank's NUMA node is its GPU's (-1, no preference, without a GPU or an affinity).
 //
-// Pure: no Os, no files, no globals. Host facts come in as data (HostInfo), filled by the
-// caller from sysfs (hugemem/topology.h pci_device_node, hugemem/pool.h read_pool) or, in tests,
-// from recorded trees and hand-made pools.
+// Pure: no Os, no files, no globals, no hugemem/. Host facts come in as data (HostInfo,
+// planner/host_info.h), filled by the caller from sysfs (session/host_plan.h) or, in tests, by
+// hand.
 #pragma once
 
 #include <cstdint>
@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "hugemem/pool.h"
+#include "planner/host_info.h"
 #include "planner/kv_layout.h"
 #include "planner/plan_input.h"
 
@@ -29,12 +29,6 @@ namespace hugepin::planner {
 
 // At most this many KV cache groups (indices 0 .. kMaxGroups - 1); engines use a handful.
 inline constexpr uint32_t kMaxGroups = 1024;
-
-// What the planner knows of the host.
-struct HostInfo {
-  std::map<std::string, int> gpu_nodes;  // normalized PCI address -> NUMA node (-1: none)
-  PoolState pool;                         // the hugepage pool now
-};
 
 // One KV cache group's share of a rank's payload.
 struct GroupPayload {

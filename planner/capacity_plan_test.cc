@@ -1,43 +1,21 @@
-// The capacity plan: the TP=2 x PP=2 example against a recorded eight-node host, page-size
-// choice against recorded and hand-made pools, the JSON output, and every rejection.
+// The capacity plan: page-size choice against the hand-made two-node host (planner/test_host.h),
+// the JSON output, the chunk arithmetic, and every rejection. The TP=2 x PP=2 example on recorded
+// hosts: session/host_plan_test.cc.
 #include "planner/capacity_plan.h"
 
 #include <doctest/doctest.h>
 
-#include <fstream>
-#include <iterator>
-#include <memory>
+#include <string>
+#include <vector>
 
-#include "base/os.h"
 #include "base/size.h"
-#include "hugemem/topology.h"
 #include "planner/plan_json.h"
 #include "planner/test_support.h"
-#include "tests/support/temp_dir.h"
 
 namespace hugepin::planner {
 namespace {
 
-std::string read_text(const std::string& path) {
-  std::ifstream file(path);
-  REQUIRE(file.good());
-  return std::string((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
-}
-
-PlanInput example(const std::string& name) {
-  return parse_plan_input(read_text(hugepin::test::test_data_path("plans/" + name)));
-}
-
-// What the CLI gathers, from a recorded sysfs tree: the pool, and the node of each rank's GPU.
-HostInfo recorded_host(const std::string& tree, const PlanInput& input) {
-  std::unique_ptr<Os> os = make_rooted_os(hugepin::test::test_data_path("sysfs/" + tree));
-  HostInfo host;
-  host.pool = read_pool(*os);
-  for (const RankInput& rank : input.ranks) {
-    if (!rank.gpu_pci.empty()) host.gpu_nodes[rank.gpu_pci] = pci_device_node(*os, rank.gpu_pci);
-  }
-  return host;
-}
+using test::two_node_host;
 
 // tp x pp ranks given by bytes per block: payload(pp_rank) for every rank of a stage.
 PlanInput grid(uint32_t tp, uint32_t pp, uint64_t blocks_per_chunk, uint64_t cpu_bytes,
@@ -61,22 +39,6 @@ PlanInput grid(uint32_t tp, uint32_t pp, uint64_t blocks_per_chunk, uint64_t cpu
   return input;
 }
 
-// Two nodes: 2M pages free 1000 on node 0, 512 on node 1, 1502 system-wide (10 reserved);
-// 1G pages only on node 0 (4). Mounts for both (the recorded two-node tree, by hand).
-HostInfo two_node_host() {
-  HostInfo host;
-  host.gpu_nodes = {{"0000:17:00.0", 0}, {"0000:ca:00.0", 1}};
-  PoolState& pool = host.pool;
-  pool.default_page_size = 2 * kMiB;
-  pool.page_sizes = {2 * kMiB, kGiB};
-  pool.nodes = {0, 1};
-  pool.per_node = {{0, 2 * kMiB, 1024, 1000, 0, 0}, {0, kGiB, 4, 4, 0, 0},
-                   {1, 2 * kMiB, 512, 512, 0, 0}, {1, kGiB, 0, 0, 0, 0}};
-  pool.system = {{-1, 2 * kMiB, 1536, 1512, 0, 10}, {-1, kGiB, 4, 4, 0, 0}};
-  pool.mounts = {{"/dev/hugepages", 2 * kMiB, "rw"}, {"/dev/hugepages1G", kGiB, "rw"}};
-  return host;
-}
-
 // One rank per GPU of two_node_host, each with `bytes_per_block`, no page size asked.
 PlanInput on_gpus(std::vector<std::string> gpus, uint64_t bytes_per_block, uint64_t cpu_bytes) {
   PlanInput input = grid(static_cast<uint32_t>(gpus.size()), 1, 1, cpu_bytes, {bytes_per_block}, 0);
@@ -85,86 +47,6 @@ PlanInput on_gpus(std::vector<std::string> gpus, uint64_t bytes_per_block, uint6
 }
 
 }  // namespace
-
-TEST_CASE("TP=2 x PP=2 hybrid example: one chunk count, unequal stage regions, GPU nodes, 1G pages") {
-  PlanInput input = example("tp2_pp2_hybrid.json");
-  CapacityPlan plan = make_plan(input, recorded_host("eight-node", input));
-  // Stage 0: two attention layers of 2 x 16384 bytes per block; stage 1: two more and a Mamba
-  // layer whose conv and SSM states share one storage of 32 KiB pages.
-  constexpr uint64_t kStage0 = 65536;
-  constexpr uint64_t kStage1 = 98304;
-  CHECK(plan.payload_bytes_per_block == 2 * kStage0 + 2 * kStage1);
-  CHECK(plan.chunk_bytes == 16 * (2 * kStage0 + 2 * kStage1));
-  CHECK(plan.chunk_count == 20000000000ull / plan.chunk_bytes);
-  CHECK(plan.chunk_count == 3814);
-  CHECK(plan.payload_bytes == 3814 * plan.chunk_bytes);
-  CHECK(plan.payload_bytes <= plan.cpu_bytes);
-  CHECK(plan.payload_bytes + plan.chunk_bytes > plan.cpu_bytes);
-
-  REQUIRE(plan.ranks.size() == 4);
-  const int nodes[] = {0, 1, 2, 3};
-  for (size_t i = 0; i < 4; ++i) {
-    const RankPlan& rank = plan.ranks[i];
-    CHECK(rank.rank == i);
-    CHECK(rank.tp_rank == i % 2);
-    CHECK(rank.pp_rank == i / 2);
-    CHECK(rank.numa_node == nodes[i]);
-    uint64_t per_block = rank.pp_rank == 0 ? kStage0 : kStage1;
-    CHECK(rank.payload_bytes_per_block == per_block);
-    CHECK(rank.payload_bytes == 3814 * 16 * per_block);
-    CHECK(rank.region_bytes == (rank.pp_rank == 0 ? 4 : 6) * kGiB);
-    CHECK(rank.rounding_bytes == rank.region_bytes - rank.payload_bytes);
-    CHECK(rank.pages == (rank.pp_rank == 0 ? 4 : 6));
-  }
-  // The Mamba layer's two state tensors are one storage, copied once.
-  CHECK(plan.ranks[2].layout.storages.size() == 3);
-  CHECK(plan.ranks[2].layout.storages[2].tensor == "layers.4.mamba.conv");
-
-  // Group 1 (Mamba) has no layers on stage 0: it keeps its index with no payload there.
-  CHECK(plan.groups == std::vector<uint32_t>{0, 1});
-  REQUIRE(plan.ranks[0].groups.size() == 2);
-  CHECK(plan.ranks[0].groups[0].bytes_per_block == kStage0);
-  CHECK(plan.ranks[0].groups[1].group == 1);
-  CHECK(plan.ranks[0].groups[1].bytes_per_block == 0);
-  CHECK(plan.ranks[3].groups[1].bytes_per_block == 32768);
-
-  // Every node has 16 free 1 GiB pages and a 1G mount: the largest size serves.
-  CHECK(plan.page_size == kGiB);
-  CHECK(plan.page_size_choice == PageSizeChoice::kBestAvailable);
-  CHECK(plan.pool_can_serve);
-  REQUIRE(plan.pool.size() == 4);
-  CHECK(plan.pool[2].node == 2);
-  CHECK(plan.pool[2].pages_needed == 6);
-  CHECK(plan.pool[2].pages_available == uint64_t{16});
-  CHECK(plan.pool[2].can_serve);
-  CHECK(plan.pool[2].fix.empty());
-  CHECK(plan.region_bytes == 20 * kGiB);
-  CHECK(plan.rounding_bytes == plan.region_bytes - plan.payload_bytes);
-}
-
-TEST_CASE("plan JSON carries the documented fields") {
-  PlanInput input = example("tp2_pp2_hybrid.json");
-  nlohmann::ordered_json json = plan_json(make_plan(input, recorded_host("eight-node", input)));
-  CHECK(json["version"] == 1);
-  CHECK(json["chunk_count"] == 3814);
-  CHECK(json["blocks_per_chunk"] == 16);
-  CHECK(json["cpu_bytes"] == 20000000000ull);
-  CHECK(json["page_size"] == kGiB);
-  CHECK(json["page_size_choice"] == "best_available");
-  CHECK(json["unused_bytes"] == 20000000000ull - json["payload_bytes"].get<uint64_t>());
-  const auto& rank = json["ranks"][3];
-  CHECK(rank["tp_rank"] == 1);
-  CHECK(rank["pp_rank"] == 1);
-  CHECK(rank["gpu_pci"] == "0000:5d:00.0");
-  CHECK(rank["numa_node"] == 3);
-  CHECK(rank["payload_bytes_per_block"] == 98304);
-  CHECK(rank["region_bytes"] == 6 * kGiB);
-  CHECK(rank["groups"][1]["payload_bytes_per_block"] == 32768);
-  CHECK(rank["storages"][0]["segments"] == 2);
-  CHECK(rank["storages"][0]["outer_dim"] == 0);
-  CHECK(json["pool"][0]["pages_available"] == 16);
-  CHECK(json["pool"][0]["fix"] == "");
-}
 
 TEST_CASE("plan JSON: nulls for a rank without a GPU and for 4K pages, no groups for bytes_per_block") {
   nlohmann::ordered_json json = plan_json(make_plan(grid(1, 1, 1, 5000, {5000}), {}));
@@ -238,7 +120,7 @@ TEST_CASE("a pool that cannot serve: the fix lines, the system-wide count, the 2
   CHECK(tight.pool[0].pages_needed == 1000);
   CHECK(tight.pool[1].pages_needed == 1000);
   CHECK_FALSE(tight.pool[1].can_serve);
-  CHECK(tight.pool[1].fix == pool_set_hint(host.pool, 1, 2 * kMiB, 488));
+  CHECK(tight.pool[1].fix == "hugepin pool set 2000M --node 1 --pagesize 2M");  // 512 held + 488
   CHECK(tight.notes[0].find("no hugepage size can hold this plan now") == 0);
 
   PlanInput split = on_gpus({"0000:17:00.0", "0000:ca:00.0"}, 1, 0);
@@ -252,30 +134,14 @@ TEST_CASE("a pool that cannot serve: the fix lines, the system-wide count, the 2
   CHECK(short_system.pool[1].can_serve);
   CHECK_FALSE(short_system.pool_can_serve);
   REQUIRE(short_system.notes.size() == 1);
-  CHECK(short_system.notes[0] == "1512 2M pages needed in all, 1502 free system-wide: " +
-                                     pool_set_hint(host.pool, -1, 2 * kMiB, 10));
-}
-
-TEST_CASE("no pool at all (the recorded one-node tree): planned on 2M with the fix, unmounted noted") {
-  PlanInput input = grid(1, 1, 1, 3 * kMiB, {3 * kMiB}, 0);
-  CapacityPlan plan = make_plan(input, recorded_host("one-node", input));
-  CHECK(plan.page_size == 2 * kMiB);
-  CHECK(plan.page_size_choice == PageSizeChoice::kFallback);
-  CHECK(plan.ranks[0].region_bytes == 4 * kMiB);
-  CHECK(plan.ranks[0].rounding_bytes == kMiB);
-  REQUIRE(plan.pool.size() == 1);
-  CHECK(plan.pool[0].pages_available == uint64_t{0});
-  CHECK(plan.pool[0].fix == "hugepin pool set 4M --pagesize 2M");
-  CHECK(plan.notes.size() == 2);
-  CHECK(plan.notes[1] == "no hugetlbfs mount for 2M pages: hugepin pool mount --pagesize 2M");
+  CHECK(short_system.notes[0] ==  // 1536 held + 10
+        "1512 2M pages needed in all, 1502 free system-wide: hugepin pool set 3092M --pagesize 2M");
 }
 
 TEST_CASE("a page size the kernel lacks: no fix line, a note") {
   HostInfo host = two_node_host();
   host.pool.page_sizes = {2 * kMiB};
-  host.pool.per_node.erase(host.pool.per_node.begin() + 3);
-  host.pool.per_node.erase(host.pool.per_node.begin() + 1);
-  host.pool.system.pop_back();
+  std::erase_if(host.pool.pages, [](const PoolPages& row) { return row.page_size == kGiB; });
   PlanInput input = on_gpus({"0000:17:00.0"}, kGiB, kGiB);
   input.page_size = kGiB;
   CapacityPlan plan = make_plan(input, host);

@@ -11,27 +11,12 @@
 #include "planner/capacity_plan.h"
 #include "planner/plan_input.h"
 #include "planner/plan_json.h"
+#include "planner/test_host.h"
 
 namespace {
 
 using namespace hugepin;
 using namespace hugepin::planner;
-
-// Two nodes with GPUs at 0000:17:00.0 and 0000:ca:00.0, a little of both hugepage sizes, and
-// mounts for them: enough that every page size path is taken.
-HostInfo fuzz_host() {
-  HostInfo host;
-  host.gpu_nodes = {{"0000:17:00.0", 0}, {"0000:ca:00.0", 1}, {"0000:00:02.0", -1}};
-  PoolState& pool = host.pool;
-  pool.default_page_size = 2 * kMiB;
-  pool.page_sizes = {2 * kMiB, kGiB};
-  pool.nodes = {0, 1};
-  pool.per_node = {{0, 2 * kMiB, 1024, 1000, 0, 0}, {0, kGiB, 4, 4, 0, 0},
-                   {1, 2 * kMiB, 512, 512, 0, 0}, {1, kGiB, 0, 0, 0, 0}};
-  pool.system = {{-1, 2 * kMiB, 1536, 1512, 0, 10}, {-1, kGiB, 4, 4, 0, 0}};
-  pool.mounts = {{"/dev/hugepages", 2 * kMiB, "rw"}, {"/dev/hugepages1G", kGiB, "rw"}};
-  return host;
-}
 
 void check(bool promise) {
   if (!promise) std::abort();
@@ -56,7 +41,7 @@ void check_promises(const CapacityPlan& plan) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static const HostInfo host = fuzz_host();
+  static const HostInfo host = planner::test::two_node_host();  // every page size path can be taken
   try {
     PlanInput input = parse_plan_input(std::string_view(reinterpret_cast<const char*>(data), size));
     CapacityPlan plan = make_plan(input, host);

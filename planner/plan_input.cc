@@ -9,8 +9,8 @@
 
 #include "base/error.h"
 #include "base/json_keys.h"
+#include "base/pci_address.h"
 #include "base/size.h"
-#include "hugemem/topology.h"
 
 namespace hugepin::planner {
 namespace {

@@ -1,5 +1,6 @@
 // For the planner's tests: KV tensors as attention backends register them (contiguous layouts
-// built from their shapes, so each test states only what it varies), and error capture.
+// built from their shapes, so each test states only what it varies), the host they plan on
+// (planner/test_host.h), and error capture.
 #pragma once
 
 #include <doctest/doctest.h>
@@ -12,6 +13,7 @@
 
 #include "base/error.h"
 #include "planner/kv_layout.h"
+#include "planner/test_host.h"
 
 namespace hugepin::planner::test {
 

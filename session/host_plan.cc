@@ -8,9 +8,23 @@
 
 namespace hugepin {
 
+planner::HostPool host_pool(const PoolState& pool) {
+  planner::HostPool out;
+  out.page_sizes = pool.page_sizes;
+  for (const HugetlbfsMount& mount : pool.mounts) {
+    if (!out.mounted(mount.page_size)) out.mounted_page_sizes.push_back(mount.page_size);
+  }
+  for (const std::vector<PoolCounts>* rows : {&pool.system, &pool.per_node}) {
+    for (const PoolCounts& row : *rows) {
+      out.pages.push_back({row.node, row.page_size, row.total, pool.available(row.node, row.page_size)});
+    }
+  }
+  return out;
+}
+
 planner::HostInfo read_host_info(Os& os, const planner::PlanInput& input) {
   planner::HostInfo host;
-  host.pool = read_pool(os);
+  host.pool = host_pool(read_pool(os));
   for (size_t i = 0; i < input.ranks.size(); ++i) {
     const std::string& address = input.ranks[i].gpu_pci;
     if (address.empty() || host.gpu_nodes.count(address) != 0) continue;

@@ -5,10 +5,17 @@
 #include <string_view>
 
 #include "base/os.h"
+#include "hugemem/pool.h"
 #include "planner/capacity_plan.h"
+#include "planner/host_info.h"
 #include "planner/plan_input.h"
 
 namespace hugepin {
+
+// The pool as the planner takes it: the sizes the kernel supports, those a hugetlbfs mount
+// serves, and per node and system-wide the pages held and those a new mapping can still get
+// (PoolState::available).
+planner::HostPool host_pool(const PoolState& pool);
 
 // The host facts the planner needs for `input`: the hugepage pool, and the NUMA node of every
 // rank's GPU. A GPU that is not on this host is left out (make_plan rejects it, naming the rank's

@@ -6,7 +6,6 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -403,18 +402,14 @@ std::string open_data_dir_to_all(const Fixture& f) {
 // Whether one request for arena `arena` is served, asked in a child that gets 30 s: a FIFO that
 // blocked an open would otherwise hang the runner. 1: served, 0: fell through, -1: killed.
 int served_in_child(const Fixture& f, const std::string& arena) {
-  std::fflush(nullptr);
-  const pid_t child = fork();
-  REQUIRE(child >= 0);
-  if (child == 0) {
+  // The child exits 0 when the request falls through, 1 when it is served.
+  const int status = test::run_in_child([&] {
     alarm(30);
     FakePin pin;
     Shim shim(*f.tree, f.config(arena));
-    _exit(shim.serve("cudaHostAlloc", kMiB, 0, pin) != nullptr ? 1 : 0);
-  }
-  int status = 0;
-  REQUIRE(waitpid(child, &status, 0) == child);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return shim.serve("cudaHostAlloc", kMiB, 0, pin) == nullptr;
+  });
+  return status == 0 || status == 1 ? status : -1;
 }
 
 std::string file_text(const std::string& path) {

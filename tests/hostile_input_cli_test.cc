@@ -170,20 +170,14 @@ TEST_CASE("an arena whose creator and scheduler died holding it is listed as orp
   where.prefault_threads = 1;
   const std::string orphan = test::unique_arena_name("orphan");
   const std::string unused = test::unique_arena_name("unused");
-  std::fflush(nullptr);
-  const pid_t creator = fork();
-  REQUIRE(creator >= 0);
-  if (creator == 0) {
-    // A demo in miniature: creates its arena, takes the scheduler role, and is killed.
-    create_arena_with_control(real_os(), orphan, test::small_layout(2, 1), where);
-    create_arena_with_control(real_os(), unused, test::small_layout(1, 1), where);  // as `arena create` leaves one
-    ArenaControl scheduler = ArenaControl::adopt(real_os(), orphan);
-    raise(SIGKILL);
-    _exit(1);
-  }
-  int status = 0;
-  REQUIRE(waitpid(creator, &status, 0) == creator);
-  REQUIRE(WIFSIGNALED(status));
+  REQUIRE(test::run_in_child([&] {
+            // A demo in miniature: creates its arena, takes the scheduler role, and is killed.
+            create_arena_with_control(real_os(), orphan, test::small_layout(2, 1), where);
+            create_arena_with_control(real_os(), unused, test::small_layout(1, 1), where);  // as `arena create` leaves one
+            ArenaControl scheduler = ArenaControl::adopt(real_os(), orphan);
+            raise(SIGKILL);
+            return false;
+          }) == -SIGKILL);
   Run run = hugepin_within_a_minute("arena list --stale --json --shm-dir " + data.path());
   REQUIRE(run.status == 0);
   auto json = nlohmann::json::parse(run.out);

@@ -15,7 +15,7 @@
 #include "cli/engine/kv_stamp.h"
 #include "cli/engine/rank_processes.h"
 #include "disk/region_spill.h"
-#include "hugemem/pool.h"
+#include "session/host_plan.h"
 #include "session/scheduler_session.h"
 
 namespace hugepin::demo {
@@ -249,9 +249,8 @@ DemoResult run_demo(const DemoConfig& config) {
   const int gpus = cli::gpus_for_backend(config.backend);
   result.gpu = gpus > 0;
   result.arena = cat("demo-", getpid());
-  planner::HostInfo host;
-  host.pool = read_pool(real_os());
-  const planner::CapacityPlan plan = planner::make_plan(cli::mini_plan_input(config.plan), host);
+  const planner::PlanInput input = cli::mini_plan_input(config.plan);
+  const planner::CapacityPlan plan = planner::make_plan(input, read_host_info(real_os(), input));
   result.chunk_count = plan.chunk_count;
   result.blocks_per_chunk = plan.blocks_per_chunk;
   struct SpillFiles {  // the workers' spill files, whatever happens to them

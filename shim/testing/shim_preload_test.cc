@@ -23,8 +23,6 @@ namespace {
 using test::ShimEnvironment;
 using test::ShimRun;
 
-std::string describe(const ShimRun& run) { return cat("exit ", run.status, ", output:\n", run.out); }
-
 bool has_table(const ShimEnvironment& env) {
   for (const auto& entry : std::filesystem::directory_iterator(env.shm_dir())) {
     if (entry.path().filename().string().rfind("hugepin-shim-table.", 0) == 0) return true;

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 
+#include "base/error.h"
 #include "tests/support/run_command.h"
 #include "tests/support/temp_dir.h"
 
@@ -22,6 +23,9 @@ struct ShimRun {
   int warnings() const;
   bool says(const std::string& text) const { return out.find(text) != std::string::npos; }
 };
+
+// "exit <status>, output:" and the output: what a failed check on a run prints.
+inline std::string describe(const ShimRun& run) { return cat("exit ", run.status, ", output:\n", run.out); }
 
 // A private shared-memory directory for one test (arena regions, allocation tables), and the
 // environment a program needs to run under the shim against the fake CUDA libraries:

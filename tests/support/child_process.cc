@@ -27,8 +27,12 @@ int run_in_child(const std::function<bool()>& body) {
     _exit(code);
   }
   int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  pid_t waited = 0;
+  do {
+    waited = waitpid(pid, &status, 0);
+  } while (waited < 0 && errno == EINTR);
+  if (waited != pid) throw_errno("waitpid", errno);
+  return WIFSIGNALED(status) ? -WTERMSIG(status) : WEXITSTATUS(status);
 }
 
 int run_as_nobody(gid_t gid, const std::vector<gid_t>& groups, const std::function<bool()>& body) {

@@ -12,8 +12,11 @@ namespace hugepin::test {
 
 inline constexpr uid_t kNobodyUid = 65534;
 
-// Runs `body` in a forked child and returns its exit status (-1 when killed by a signal). The
-// child exits 0 when body returns true, 1 when false, 2 when it throws (printing why).
+// Runs `body` in a forked child, waits for it, and returns its exit status, or -signal when a
+// signal ended it (a body may raise SIGKILL to play a crash). The child exits 0 when body returns
+// true, 1 when false, 2 when it throws (printing why). The one way tests run work in a child and
+// wait for it; a child that must run alongside the test (killed, or waited on later) is forked by
+// hand.
 int run_in_child(const std::function<bool()>& body);
 
 // The same as uid 65534 (nobody) with primary group `gid` and supplementary groups `groups` (2

@@ -23,8 +23,21 @@ int run_or_skip(int argc, char** argv, const std::string& missing) {
   return context.run();
 }
 
+int run_or_skip(int argc, char** argv, const std::vector<std::string>& missing) {
+  std::string line;
+  for (const std::string& needs : missing) {
+    if (needs.empty()) continue;
+    line += line.empty() ? needs : "; " + needs;
+  }
+  return run_or_skip(argc, argv, line);
+}
+
 std::unique_ptr<BorrowedHugepages> BorrowedHugepages::borrow(uint64_t pages, uint64_t page_size,
                                                              std::string* why_not) {
+  if (pretend_missing("hugepages")) {
+    *why_not = pretended("hugepages", cat(pages, " ", page_size_name(page_size), " hugepages lent to the test"));
+    return nullptr;
+  }
   if (geteuid() != 0) {
     *why_not = "root (to reserve hugepages and mount hugetlbfs)";
     return nullptr;
