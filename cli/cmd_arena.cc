@@ -95,7 +95,7 @@ void add_arena_create(CLI::App& arena, Context& context) {
   create->add_option("--threads", args->threads, "Prefault threads per node (default: the node's CPUs, at most 16)")
       ->check(CLI::Range(1, 1024));
   create->add_option("--dir", args->dir, "hugetlbfs mount to use (default: found in /proc/mounts)");
-  create->add_flag("--json", args->json, "Print JSON (documented in README)");
+  create->add_flag("--json", args->json, "Print JSON (documented in docs/commands.md)");
   create->callback([&context, args] {
     if (args->plan.empty() && args->size.empty()) throw CLI::RequiredError("--plan or --size with --ranks");
     context.action = [&context, args] { return arena_create(context.os(), *args); };
@@ -148,7 +148,7 @@ int arena_list(Os& os, const ListArgs& args) {
 void add_arena_list(CLI::App& arena, Context& context) {
   auto args = std::make_shared<ListArgs>();
   CLI::App* list = arena.add_subcommand("list", "List arenas and their region files");
-  list->add_flag("--json", args->json, "Print JSON (documented in README)");
+  list->add_flag("--json", args->json, "Print JSON (documented in docs/commands.md)");
   list->add_flag("--stale", args->stale,
                  "List only stale files: arena data without a control segment, a segment without data, or an arena "
                  "whose processes died holding it");

@@ -18,7 +18,7 @@ struct SocketArgs {
 
 void add_socket_options(CLI::App* command, SocketArgs& args) {
   command->add_option("--socket", args.socket, "hugepind's socket (default: HUGEPIN_SOCKET, else /run/hugepin/hugepind.sock)");
-  command->add_flag("--json", args.json, "Print hugepind's reply as JSON (documented in README)");
+  command->add_flag("--json", args.json, "Print hugepind's reply as JSON (documented in docs/commands.md)");
 }
 
 // Sends `request` and returns the reply; a refusal or failure is an Error with hugepind's message.

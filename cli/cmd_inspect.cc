@@ -120,7 +120,7 @@ void add_inspect_commands(CLI::App& app, Context& context) {
   CLI::App* inspect = app.add_subcommand("inspect", "Show arenas: regions, attached workers, rings, scheduler figures");
   inspect->add_option("NAME", inspect_args->name, "Arena (default: every arena on the machine)")
       ->check(arena_name_validator());
-  inspect->add_flag("--json", inspect_args->json, "Print JSON (documented in README)");
+  inspect->add_flag("--json", inspect_args->json, "Print JSON (documented in docs/commands.md)");
   inspect->add_option("--watch", inspect_args->watch_seconds, "Print again every SECONDS, with ring rates")
       ->check(finite_range(0.01, 86400.0));
   inspect->add_option("--count", inspect_args->count, "With --watch: stop after this many samples")

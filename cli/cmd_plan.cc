@@ -87,7 +87,7 @@ void add_plan_command(CLI::App& app, Context& context) {
   plan->add_option("--input", args->input, "Plan input JSON: parallel layout, cpu_bytes, per-rank KV tensors")
       ->required()
       ->check(CLI::ExistingFile);
-  plan->add_flag("--json", args->json, "Print JSON (documented in README)");
+  plan->add_flag("--json", args->json, "Print JSON (documented in docs/commands.md)");
   plan->callback([&context, args] {
     context.action = [&context, args] {
       CapacityPlan planned = plan_from_file(context.os(), args->input);

@@ -120,7 +120,7 @@ int pool_show(Os& os, const ShowArgs& args) {
 void add_pool_show(CLI::App& pool, Context& context) {
   auto args = std::make_shared<ShowArgs>();
   CLI::App* show = pool.add_subcommand("show", "Pages per NUMA node and page size, mounts, THP settings");
-  show->add_flag("--json", args->json, "Print JSON (documented in README)");
+  show->add_flag("--json", args->json, "Print JSON (documented in docs/commands.md)");
   run_when_chosen(show, context, [&context, args] { return pool_show(context.os(), *args); });
 }
 

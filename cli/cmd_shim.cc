@@ -72,12 +72,12 @@ void add_shim_commands(CLI::App& app, Context& context) {
 
   auto env_json_flag = std::make_shared<bool>(false);
   CLI::App* env = shim->add_subcommand("env", "List every HUGEPIN_* option: default, value here, meaning");
-  env->add_flag("--json", *env_json_flag, "Print JSON (documented in README)");
+  env->add_flag("--json", *env_json_flag, "Print JSON (documented in docs/commands.md)");
   env->callback([&context, env_json_flag] { context.action = [env_json_flag] { return run_env(*env_json_flag); }; });
 
   auto list_json_flag = std::make_shared<bool>(false);
   CLI::App* list = shim->add_subcommand("list", "List the processes the shim serves and their allocations");
-  list->add_flag("--json", *list_json_flag, "Print JSON (documented in README)");
+  list->add_flag("--json", *list_json_flag, "Print JSON (documented in docs/commands.md)");
   list->callback([&context, list_json_flag] { context.action = [list_json_flag] { return run_list(*list_json_flag); }; });
 }
 

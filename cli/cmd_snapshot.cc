@@ -94,7 +94,7 @@ void add_options(CLI::App* command, SnapshotArgs& args, std::string_view chunk_h
   command->add_option("--chunk", args.chunk, std::string(chunk_help))->check(size_validator());
   command->add_option("--io", args.io, "I/O path: auto (io_uring + O_DIRECT, else a thread pool), uring, threads")
       ->check(CLI::IsMember({"auto", "uring", "threads"}));
-  command->add_flag("--json", args.json, "Print JSON (documented in README)");
+  command->add_flag("--json", args.json, "Print JSON (documented in docs/commands.md)");
 }
 
 }  // namespace
