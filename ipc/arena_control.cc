@@ -34,7 +34,7 @@ void remove_region_files(Os& os, const ArenaReport& report) {
 
 std::vector<RegionRequest> region_requests(const ArenaLayout& layout) {
   std::vector<RegionRequest> requests;
-  for (const RankLayout& rank : layout.ranks) {
+  for (const RankRegionLayout& rank : layout.ranks) {
     requests.push_back({flat_rank_of(layout, rank), rank.region_bytes, rank.numa_node});
   }
   std::sort(requests.begin(), requests.end(),
