@@ -58,7 +58,10 @@ struct SchedulerReading {
   bool consistent = true;   // false: a write was in progress (or its writer died in it)
 };
 
-// Publishes `figures`. REQUIRES: the caller is the one writer (holds the scheduler role).
+// Publishes `figures`. REQUIRES: the caller is the one writer (holds the scheduler role). Not
+// checked here: the role's word lives in shared memory that other processes write (a segment
+// truncated or taken over reads as another owner), so a check would abort on their doing, not a
+// caller's bug. ArenaControl::publish, the one caller, checks its own hold of the role.
 void write_scheduler_figures(SchedulerCounters& counters, const PublishedFigures& figures);
 
 // Reads the figures without a lock; retries a few times while a write is in progress.

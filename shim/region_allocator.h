@@ -22,7 +22,8 @@ struct Extent {
 
 class RegionAllocator {
  public:
-  // REQUIRES: alignment is a power of two and `size` a multiple of it.
+  // REQUIRES: alignment is a power of two and `size` a multiple of it; throws
+  // std::invalid_argument otherwise.
   RegionAllocator(uint64_t size, uint64_t alignment);
   RegionAllocator(const RegionAllocator&) = delete;
   RegionAllocator& operator=(const RegionAllocator&) = delete;
