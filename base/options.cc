@@ -7,6 +7,7 @@
 #include <optional>
 #include <stdexcept>
 
+#include "base/contract.h"
 #include "base/duration.h"
 #include "base/error.h"
 #include "base/size.h"
@@ -286,7 +287,10 @@ uint32_t Options::mode(Option id) const { return static_cast<uint32_t>(value(id,
 
 bool Options::flag(Option id) const { return value(id, kBool).number != 0; }
 
-int64_t Options::integer(Option id) const { return static_cast<int64_t>(value(id, kInt).number); }
+int64_t Options::integer(Option id) const {
+  HUGEPIN_REQUIRE(is_set(id) || !option_spec(id).default_value.empty(), option_spec(id).variable, " is unset and has no default");
+  return static_cast<int64_t>(value(id, kInt).number);
+}
 
 const std::string& Options::text(Option id) const {
   const OptionSpec& spec = option_spec(id);

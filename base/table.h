@@ -14,7 +14,7 @@ class Table {
   // One column per header; numeric columns are right-aligned.
   explicit Table(std::vector<std::string> headers, std::vector<Align> aligns = {});
 
-  // REQUIRES: cells.size() == number of headers.
+  // REQUIRES: cells.size() == number of headers; throws std::logic_error otherwise.
   void add_row(std::vector<std::string> cells);
   bool empty() const { return rows_.empty(); }
 

@@ -28,7 +28,7 @@ class TruncationGuard {
 
   TruncationGuard() = default;
   // Guards [data, data + length). REQUIRES: a shared file mapping the caller keeps for as long as
-  // this guard lives (drop the guard before unmapping).
+  // this guard lives (drop the guard before unmapping); a lifetime, not checked.
   TruncationGuard(void* data, size_t length);
   ~TruncationGuard();
   TruncationGuard(TruncationGuard&& other) noexcept;

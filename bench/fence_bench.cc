@@ -202,8 +202,8 @@ RunResult run_ours(const FenceBenchOptions& options, const Workload& workload) {
   config.max_jobs_in_flight = 4 * options.jobs_per_step;
   OffloadScheduler scheduler(config);
   RunResult result = run_engine(scheduler, options, workload);
-  if (scheduler.figures().reports_rejected_total() != 0) {
-    throw Error(cat("fence bench: ", scheduler.figures().reports_rejected_total(), " reports rejected"));
+  if (scheduler.figures().reports_rejected != 0) {
+    throw Error(cat("fence bench: ", scheduler.figures().reports_rejected, " reports rejected"));
   }
   return result;
 }

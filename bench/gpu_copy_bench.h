@@ -31,7 +31,7 @@ struct GpuCopyRow {
   Summary gbps;
 };
 
-// REQUIRES: a CUDA device. Throws Error when the GPU, the arena or pinning fails.
+// REQUIRES: a CUDA device; throws Error otherwise, and when the arena or pinning fails.
 std::vector<GpuCopyRow> run_gpu_copy_bench(const GpuCopyOptions& options,
                                            const std::function<void(const std::string&)>& progress);
 

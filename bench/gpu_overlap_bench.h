@@ -32,7 +32,7 @@ struct OverlapRow {
   double copy_gbps = 0;    // both directions together, while the matmuls ran
 };
 
-// REQUIRES: a CUDA device and libcublas. Throws Error otherwise.
+// REQUIRES: a CUDA device and libcublas; throws Error otherwise.
 std::vector<OverlapRow> run_overlap_bench(const OverlapOptions& options,
                                           const std::function<void(const std::string&)>& progress);
 

@@ -182,9 +182,9 @@ int hugepin_scheduler_get_figures(const hugepin_scheduler* scheduler, hugepin_sc
     require(scheduler, "scheduler");
     require(out, "out");
     const hugepin::SchedulerFigures f = scheduler->session->protocol().figures();
-    *out = {f.live_ranks,       f.pinned_chunks,   f.quarantined_chunks, f.jobs_waiting,
+    *out = {f.live_ranks,       f.pinned_chunks,   f.quarantined_chunks, f.jobs_waiting_quorum,
             f.current_epoch,    f.all_rank_epoch,  f.jobs_dispatched,    f.jobs_completed,
-            f.jobs_failed,      f.reports_applied, f.reports_rejected_total()};
+            f.jobs_failed,      f.reports_applied, f.reports_rejected};
     return 0;
   });
 }

@@ -47,7 +47,7 @@ Json result_json(const demo::DemoResult& r) {
           {"fence_wait_ms", {{"p50", bench::percentile(r.fence_wait_ms, 50)}, {"max", bench::percentile(r.fence_wait_ms, 100)}}},
           {"retired_chunks", r.fence_wait_ms.size()},
           {"reports_applied", r.figures.reports_applied},
-          {"reports_rejected", r.figures.reports_rejected_total()},
+          {"reports_rejected", r.figures.reports_rejected},
           {"loads_checked", r.loads_checked},
           {"chunks_verified", r.chunks_verified},
           {"bytes_verified", r.bytes_verified},
@@ -65,7 +65,7 @@ void print_result(const demo::DemoResult& r) {
                  ms(bench::percentile(r.quorum_ms, 50)), ms(bench::percentile(r.quorum_ms, 99)),
                  std::to_string(r.fence_wait_ms.size()), ms(bench::percentile(r.fence_wait_ms, 50)),
                  ms(bench::percentile(r.fence_wait_ms, 100)), std::to_string(r.figures.reports_applied),
-                 std::to_string(r.figures.reports_rejected_total())});
+                 std::to_string(r.figures.reports_rejected)});
   std::cout << table.render();
   if (r.spills + r.restores > 0) {
     std::cout << "disk tier: " << r.spills << " spill and " << r.restores << " restore jobs, "

@@ -1,11 +1,13 @@
 #include "cli/inspect_view.h"
 
 #include <ctime>
+#include <iterator>
 
 #include "base/file_locks.h"
 #include "base/size.h"
 #include "base/table.h"
 #include "hugemem/arena.h"
+#include "ipc/scheduler_counters.h"
 
 namespace hugepin::cli {
 namespace {
@@ -50,11 +52,11 @@ std::string arena_heading(const ArenaSnapshot& s) {
 }
 
 std::string scheduler_line(const ArenaSnapshot& s) {
-  const PublishedFigures& f = s.scheduler.figures;
-  return cat("  pinned chunks ", f.pinned_chunks, ", jobs waiting for quorum ", f.jobs_waiting_quorum,
-             ", retired chunks waiting on the fence ", f.retired_chunks_waiting_fence, ", dead ranks ", f.dead_ranks,
-             ", jobs completed ", f.jobs_completed, ", failed ", f.jobs_failed, ", reports applied ", f.reports_applied,
-             ", rejected ", f.reports_rejected, s.scheduler.consistent ? "" : " (read mid-write)");
+  std::string line = "  ";
+  for (size_t i = 0; i < std::size(kPublishedFigures); ++i) {
+    line += cat(i == 0 ? "" : ", ", kPublishedFigures[i].label, " ", s.scheduler.figures.*kPublishedFields[i]);
+  }
+  return line + (s.scheduler.consistent ? "" : " (read mid-write)");
 }
 
 const ShimHolder* holder_of(const ShimHoldersByArena& holders, const std::string& arena, uint32_t rank) {
@@ -136,10 +138,17 @@ Json rank_json(const RankSnapshot& r, const std::vector<double>* rates, size_t i
             {"reports_per_second", rate}}}};
 }
 
+Json scheduler_json(const ArenaSnapshot& s) {
+  Json scheduler = {{"pid", s.scheduler_pid}, {"alive", s.scheduler_alive}, {"consistent", s.scheduler.consistent}};
+  for (size_t i = 0; i < std::size(kPublishedFigures); ++i) {
+    scheduler[std::string(kPublishedFigures[i].name)] = s.scheduler.figures.*kPublishedFields[i];
+  }
+  return scheduler;
+}
+
 Json arena_json(const ArenaSnapshot& s, const std::vector<double>* rates, const ShimHoldersByArena& holders,
                 int64_t now_ns) {
   const SegmentHeader& h = s.header;
-  const PublishedFigures& f = s.scheduler.figures;
   Json ranks = Json::array();
   for (size_t i = 0; i < s.ranks.size(); ++i) {
     ranks.push_back(rank_json(s.ranks[i], rates, i, holder_of(holders, s.name, s.ranks[i].rank), now_ns));
@@ -159,18 +168,7 @@ Json arena_json(const ArenaSnapshot& s, const std::vector<double>* rates, const 
           {"chunk_count", h.chunk_count},
           {"ring_capacity", h.ring_capacity},
           {"plan_bytes", s.plan_bytes},
-          {"scheduler",
-           {{"pid", s.scheduler_pid},
-            {"alive", s.scheduler_alive},
-            {"consistent", s.scheduler.consistent},
-            {"pinned_chunks", f.pinned_chunks},
-            {"jobs_waiting_quorum", f.jobs_waiting_quorum},
-            {"retired_chunks_waiting_fence", f.retired_chunks_waiting_fence},
-            {"dead_ranks", f.dead_ranks},
-            {"jobs_completed", f.jobs_completed},
-            {"jobs_failed", f.jobs_failed},
-            {"reports_applied", f.reports_applied},
-            {"reports_rejected", f.reports_rejected}}},
+          {"scheduler", scheduler_json(s)},
           {"ranks", ranks}};
 }
 

@@ -61,7 +61,7 @@ void Daemon::start() {
   int fd = os_.signal_fd(signals);
   if (fd < 0) throw_errno("cannot create a signalfd", -fd);
   signals_ = UniqueFd(os_, fd);
-  jobs_ = std::make_unique<JobRunner>(os_);  // after the mask: its thread inherits it
+  jobs_ = std::make_unique<JobRunner>(os_, signals);  // after the mask: its thread inherits it
 
   server_ = RequestServer::listen(os_, config_.socket_path, config_.socket_mode, config_.group, limits_of(config_));
   log::info(cat("listening on ", config_.socket_path, " (mode ", mode_text(config_.socket_mode), ", group ",

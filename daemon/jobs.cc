@@ -1,12 +1,30 @@
 #include "daemon/jobs.h"
 
+#include <pthread.h>
+
 #include <utility>
 
+#include "base/contract.h"
 #include "base/error.h"
 
 namespace hugepin::daemon {
 
-JobRunner::JobRunner(Os& os) : os_(os) {
+namespace {
+
+// The first signal of `signals` that the calling thread does not block; 0 when it blocks them all.
+int first_unblocked(const sigset_t& signals) {
+  sigset_t blocked;
+  pthread_sigmask(SIG_BLOCK, nullptr, &blocked);
+  for (int number = 1; number < NSIG; ++number) {
+    if (sigismember(&signals, number) == 1 && sigismember(&blocked, number) != 1) return number;
+  }
+  return 0;
+}
+
+}  // namespace
+
+JobRunner::JobRunner(Os& os, const sigset_t& handled) : os_(os) {
+  HUGEPIN_REQUIRE(first_unblocked(handled) == 0, "signal ", first_unblocked(handled), " is not blocked");
   int fd = os.event_fd();
   if (fd < 0) throw_errno("cannot create an eventfd for hugepind's jobs", -fd);
   ready_ = UniqueFd(os, fd);

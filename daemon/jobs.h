@@ -4,9 +4,9 @@
 //
 // Thread-safety: submit, take_done and pending from one thread (the loop); each job runs on the
 // runner's own thread. Neither copied nor moved: owns a thread (which holds `this`) and an eventfd.
-// REQUIRES: the signals the daemon handles through signalfd are blocked before construction (the
-// runner's thread inherits the mask, and must not take those signals).
 #pragma once
+
+#include <signal.h>
 
 #include <condition_variable>
 #include <cstdint>
@@ -34,7 +34,9 @@ class JobRunner {
   };
 
   // Starts the runner's thread. Throws Error when the eventfd cannot be made.
-  explicit JobRunner(Os& os);
+  // REQUIRES: `handled`, the signals the daemon takes through its signalfd, are blocked in the
+  // calling thread (the runner's thread inherits the mask, and must not take those signals).
+  JobRunner(Os& os, const sigset_t& handled);
   // Runs every job already submitted, then stops the thread.
   ~JobRunner();
   JobRunner(const JobRunner&) = delete;

@@ -5,6 +5,7 @@
 #include <mutex>
 #include <optional>
 
+#include "base/contract.h"
 #include "base/error.h"
 #include "base/size.h"
 #include "disk/detail/block_batch.h"
@@ -113,6 +114,7 @@ bool BlockBatch::fail(const BlockRequest& request, uint64_t offset, uint64_t byt
 }
 
 void BlockBatch::complete() {
+  HUGEPIN_REQUIRE(outstanding_ == 0, outstanding_, " requests outstanding");
   BlockResult result;
   result.op = op_;
   result.spans = spans_.size();

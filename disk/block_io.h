@@ -75,7 +75,8 @@ class BlockIo {
 
   // Queues every span of `spans` for `op` and returns at once; `done` runs when all have
   // finished (on the caller's thread, before submit returns, when `spans` is empty).
-  // REQUIRES: the memory and file ranges stay valid and untouched by others until `done`.
+  // REQUIRES: the memory and file ranges stay valid and untouched by others until `done` (a
+  // lifetime: not checked).
   // Throws Error, queueing nothing, when a span is empty, misaligned for the file, or its
   // offset + bytes overflows — naming the span and the value.
   virtual void submit(BlockOp op, std::vector<BlockSpan> spans, BlockDone done) = 0;

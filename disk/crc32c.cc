@@ -8,6 +8,8 @@
 #include <nmmintrin.h>
 #endif
 
+#include "base/contract.h"
+
 namespace hugepin {
 namespace {
 
@@ -93,6 +95,7 @@ uint32_t crc32c_table(const void* data, size_t bytes, uint32_t crc) {
 
 #if defined(__x86_64__)
 __attribute__((target("sse4.2"))) uint32_t crc32c_sse42(const void* data, size_t bytes, uint32_t crc) {
+  HUGEPIN_REQUIRE(kHardware, "this CPU has no SSE4.2");
   const auto* p = static_cast<const unsigned char*>(data);
   uint64_t c = ~crc;
   size_t head = std::min<size_t>(bytes, (8 - reinterpret_cast<uintptr_t>(p) % 8) % 8);
@@ -115,6 +118,9 @@ uint32_t crc32c(const void* data, size_t bytes, uint32_t crc) {
 }
 
 void crc32c_chunks(const void* data, uint64_t bytes, uint64_t chunk_bytes, std::span<uint32_t> out) {
+  HUGEPIN_REQUIRE(chunk_bytes > 0);
+  HUGEPIN_REQUIRE(out.size() == (bytes + chunk_bytes - 1) / chunk_bytes, out.size(), " checksums for ", bytes,
+                  " bytes in chunks of ", chunk_bytes);
   const auto* base = static_cast<const unsigned char*>(data);
   const uint64_t full = bytes / chunk_bytes;  // chunks of exactly chunk_bytes
   uint64_t i = 0;

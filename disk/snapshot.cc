@@ -10,6 +10,7 @@
 #include <cstring>
 #include <ctime>
 
+#include "base/contract.h"
 #include "base/error.h"
 #include "base/log.h"
 #include "base/size.h"
@@ -108,7 +109,7 @@ bool remove_tree(Os& os, const std::string& dir) {
 // flock on DIR/.lock for the life of this object: exclusive for a save, shared for a load.
 class DirLock {
  public:
-  DirLock(Os& os, const std::string& dir, bool exclusive) {
+  DirLock(Os& os, const std::string& dir, bool exclusive) : dir_(dir), exclusive_(exclusive) {
     const std::string path = join(dir, kLockName);
     try {
       fd_ = open_trusted(os, user_named(path), O_RDWR | O_CREAT, kSnapshotFileRule, 0600).fd;
@@ -125,7 +126,12 @@ class DirLock {
     if (rc < 0) throw_errno(cat("cannot lock ", path), -rc);
   }
 
+  const std::string& dir() const { return dir_; }
+  bool exclusive() const { return exclusive_; }
+
  private:
+  std::string dir_;
+  bool exclusive_;
   UniqueFd fd_;
 };
 
@@ -306,8 +312,10 @@ void step(const SnapshotOptions& options, std::string_view name) {
 }
 
 // Removes what earlier saves left: temporaries, and data directories the committed manifest does
-// not name. REQUIRES: the directory lock, held exclusively.
-std::vector<std::string> remove_leftovers(Os& os, const std::string& dir, std::optional<uint64_t> committed) {
+// not name. REQUIRES: `lock` is held exclusively.
+std::vector<std::string> remove_leftovers(Os& os, const DirLock& lock, std::optional<uint64_t> committed) {
+  HUGEPIN_REQUIRE(lock.exclusive(), lock.dir(), " is locked shared");
+  const std::string& dir = lock.dir();
   std::vector<std::string> names;
   if (int rc = os.list_data_dir(dir, &names); rc < 0) throw_errno(cat("cannot list ", dir), -rc);
   std::vector<std::string> removed;
@@ -354,7 +362,7 @@ SnapshotReport save_snapshot(Os& os, std::string_view arena, const std::string& 
 
   std::optional<SnapshotManifest> previous = committed_manifest(os, dir);
   SnapshotReport report;
-  report.removed = remove_leftovers(os, dir, previous ? std::optional(previous->generation) : std::nullopt);
+  report.removed = remove_leftovers(os, lock, previous ? std::optional(previous->generation) : std::nullopt);
 
   SnapshotManifest manifest;
   manifest.arena = std::string(arena);

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstdlib>
 
+#include "base/contract.h"
 #include "base/error.h"
 #include "base/log.h"
 #include "base/size.h"
@@ -217,6 +218,8 @@ SpillFile& SpillFile::operator=(SpillFile&& other) noexcept {
 }
 
 uint64_t SpillFile::chunk_size(uint64_t chunk) const {
+  HUGEPIN_REQUIRE(io_ != nullptr, "a spill file that was moved from or not opened");
+  HUGEPIN_REQUIRE(chunk < chunk_count(), "chunk ", chunk, " of ", chunk_count());
   const uint64_t offset = chunk * chunk_bytes_;
   return std::min(chunk_bytes_, region_.size() - offset);
 }
@@ -231,6 +234,7 @@ SpillCompletion SpillFile::restore(std::vector<uint64_t> chunks, SpillCallback o
 }
 
 SpillCompletion SpillFile::submit(SpillOp op, std::vector<uint64_t> chunks, SpillCallback on_done) {
+  HUGEPIN_REQUIRE(io_ != nullptr, "a spill file that was moved from or not opened");
   const uint64_t count = chunk_count();
   std::vector<uint64_t> sorted = chunks;
   std::sort(sorted.begin(), sorted.end());
@@ -265,6 +269,7 @@ SpillCompletion SpillFile::submit(SpillOp op, std::vector<uint64_t> chunks, Spil
 }
 
 void SpillFile::sync() {
+  HUGEPIN_REQUIRE(io_ != nullptr, "a spill file that was moved from or not opened");
   if (int rc = os_->fdatasync(fd_.get()); rc < 0) throw_errno(cat("cannot sync spill file ", path_), -rc);
 }
 

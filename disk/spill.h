@@ -155,7 +155,7 @@ class SpillFile {
   const std::string& path() const { return path_; }
   uint64_t chunk_bytes() const { return chunk_bytes_; }
   uint64_t chunk_count() const { return (region_.size() + chunk_bytes_ - 1) / chunk_bytes_; }
-  // Bytes of chunk `chunk`: chunk_bytes, or less for the last one.
+  // Bytes of chunk `chunk`: chunk_bytes, or less for the last one. REQUIRES: chunk < chunk_count().
   uint64_t chunk_size(uint64_t chunk) const;
   const SpillBackend& backend() const { return backend_; }
 

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "base/contract.h"
+
 namespace hugepin {
 namespace {
 
@@ -59,6 +61,7 @@ std::vector<CopySpan> plan_dma_spans(std::span<const SegmentView> views, std::sp
 
 std::vector<UnitView> plan_unit_views(std::span<const SegmentView> views, Direction direction, uint64_t piece_bytes,
                                       uint64_t* pieces_per_pair) {
+  HUGEPIN_REQUIRE(piece_bytes > 0 && piece_bytes % 16 == 0, "piece_bytes ", piece_bytes);
   const bool load = direction == Direction::kHostToDevice;
   std::vector<UnitView> out;
   uint64_t first = 0;

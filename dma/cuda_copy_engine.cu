@@ -10,6 +10,7 @@
 #include <mutex>
 #include <optional>
 
+#include "base/contract.h"
 #include "base/error.h"
 #include "base/os.h"
 #include "dma/copy_engine.h"
@@ -335,6 +336,9 @@ class CudaCopyEngine final : public CopyEngine {
   void enqueue_sm(Direction direction, std::span<const BlockPair> pairs, cudaStream_t stream, CopyBackend backend) {
     const bool bulk = backend == CopyBackend::kSmBulk;
     const uint64_t piece = bulk ? bulk_stage_bytes_ : kSmPieceBytes;
+    // The kernels' contract (dma/cuda_copy_kernels.cuh): enqueue() refused unaligned views, and a
+    // bulk piece is one stage.
+    HUGEPIN_REQUIRE(aligned_, "views not 16-byte aligned");
     UnitLayout layout{};
     std::vector<UnitView> unit_views = plan_unit_views(views_, direction, piece, &layout.pieces_per_pair);
     layout.view_count = static_cast<uint32_t>(unit_views.size());

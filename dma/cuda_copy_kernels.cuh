@@ -102,7 +102,8 @@ __device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wa
 // One pipeline per warp, driven by its lane 0: kBulkStages shared-memory stages of
 // `stage_bytes`; each unit is loaded by the copy engine into a stage (completing an mbarrier),
 // then stored from the stage; a stage is refilled once the store that used it has read it.
-// REQUIRES: layout.piece_bytes <= stage_bytes; units 16-byte aligned, sizes multiples of 16.
+// REQUIRES: layout.piece_bytes <= stage_bytes; units 16-byte aligned, sizes multiples of 16 (device
+// code: checked where the kernel is launched, in CudaCopyEngine::enqueue_sm).
 __global__ void sm_bulk_kernel(UnitLayout layout, const UnitView* views, const UnitPair* pairs,
                                uint32_t stage_bytes) {
   extern __shared__ __align__(128) unsigned char stages[];

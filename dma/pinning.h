@@ -62,9 +62,10 @@ class PinnedRegion {
 // alignment, at most kMaxPinChunkBytes, small enough that every thread gets a chunk).
 uint64_t pin_chunk_size(uint64_t bytes, const PinOptions& options);
 
-// Pins [base, base + bytes). REQUIRES: base and bytes are multiples of options.alignment.
-// Throws Error naming the chunk (offset, size), the runtime's error and the fix, after
-// unregistering every chunk it had registered: on failure nothing stays pinned.
+// Pins [base, base + bytes). REQUIRES: base and bytes are multiples of options.alignment and
+// bytes > 0; throws Error otherwise. Throws Error naming the chunk (offset, size), the runtime's
+// error and the fix, after unregistering every chunk it had registered: on failure nothing stays
+// pinned.
 PinnedRegion pin_region(GpuRuntime& runtime, void* base, uint64_t bytes, const PinOptions& options,
                         const PinProgress& progress = {});
 

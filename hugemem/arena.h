@@ -46,9 +46,9 @@ struct ArenaReport {
 // Called after each region is ready, from the creating thread or a per-node worker thread.
 using RegionProgress = std::function<void(const RegionReport&)>;
 
-// Creates arena `name` with one region per request. REQUIRES: ranks distinct, bytes > 0.
-// Throws Error (leaving nothing behind) when the name is invalid or taken, a size is zero or too
-// large, the pool cannot serve a region and strict is set, or a system call fails.
+// Creates arena `name` with one region per request. Throws Error (leaving nothing behind) when the
+// name is invalid or taken, a rank is given twice, a size is zero or too large, the pool cannot
+// serve a region and strict is set, or a system call fails.
 ArenaReport create_arena(Os& os, std::string_view name, const std::vector<RegionRequest>& regions,
                          const ArenaOptions& options, const RegionProgress& progress = {});
 

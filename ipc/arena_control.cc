@@ -8,6 +8,7 @@
 #include <map>
 #include <set>
 
+#include "base/contract.h"
 #include "base/error.h"
 #include "base/log.h"
 #include "base/process.h"
@@ -34,7 +35,7 @@ void remove_region_files(Os& os, const ArenaReport& report) {
 
 std::vector<RegionRequest> region_requests(const ArenaLayout& layout) {
   std::vector<RegionRequest> requests;
-  for (const RankLayout& rank : layout.ranks) {
+  for (const RankRegionLayout& rank : layout.ranks) {
     requests.push_back({flat_rank_of(layout, rank), rank.region_bytes, rank.numa_node});
   }
   std::sort(requests.begin(), requests.end(),
@@ -218,6 +219,7 @@ ArenaLayout ArenaControl::layout() const { return segment_layout(segment_.view()
 
 // Each step checks the segment afterwards: what a truncated segment gave is zeros, never used.
 size_t ArenaControl::consume(uint32_t rank, std::span<Report> out) {
+  HUGEPIN_REQUIRE(rank < rings_.size(), "rank ", rank, " of ", rings_.size());
   const auto max = static_cast<uint32_t>(std::min<size_t>(out.size(), UINT32_MAX));
   const size_t popped = rings_[rank]->pop_batch(*os_, out.data(), max);
   segment_.check_intact();
@@ -248,6 +250,7 @@ uint64_t bump_generation(ControlSegment& segment) {
 }
 
 bool mark_rank_dead_if_gone(Os& os, ControlSegment& segment, uint32_t rank) {
+  HUGEPIN_REQUIRE(rank < segment.header().rank_count, "rank ", rank, " of ", segment.header().rank_count);
   RegionRecord& record = segment.region(rank);
   // Acquire pairs with the release compare-and-swaps of `status` (update_status) and of `owner`
   // (claim and release) in rank_attachment.cc.
@@ -261,6 +264,7 @@ bool mark_rank_dead_if_gone(Os& os, ControlSegment& segment, uint32_t rank) {
 }
 
 void ArenaControl::publish(const PublishedFigures& figures) {
+  HUGEPIN_REQUIRE(owner_ != 0 && owner_pid(owner_) == getpid(), "held for pid ", owner_pid(owner_), " (0: not held)");
   write_scheduler_figures(segment_.scheduler_counters(), figures, os_->monotonic_ns());
   segment_.check_intact();
 }

@@ -124,7 +124,8 @@ class ArenaControl {
   // worker that attaches meanwhile wins (the attach generation makes the mark fail).
   bool mark_dead_if_gone(uint32_t rank);
 
-  // Publishes the scheduler's figures for the inspector and metrics.
+  // Publishes the scheduler's figures for the inspector and metrics. REQUIRES: this process
+  // holds the role through this object (adopted here; not moved from, not inherited by a fork).
   void publish(const PublishedFigures& figures);
 
   ControlSegment& segment() { return segment_; }

@@ -29,7 +29,7 @@ ArenaLayout layout_for_size(uint64_t total_bytes, uint32_t ranks, uint64_t chunk
   return layout;
 }
 
-uint32_t flat_rank_of(const ArenaLayout& layout, const RankLayout& rank) {
+uint32_t flat_rank_of(const ArenaLayout& layout, const RankRegionLayout& rank) {
   return flat_rank(rank.tp_rank, rank.pp_rank, layout.tp);
 }
 
@@ -46,7 +46,7 @@ void check_layout(const ArenaLayout& layout) {
     throw Error(cat("plan text is ", layout.plan_json.size(), " bytes, more than the ", kMaxPlanJsonBytes, " a control segment keeps"));
   }
   std::set<uint32_t> seen;
-  for (const RankLayout& rank : layout.ranks) {
+  for (const RankRegionLayout& rank : layout.ranks) {
     std::string name = cat("rank (tp ", rank.tp_rank, ", pp ", rank.pp_rank, ")");
     if (rank.tp_rank >= layout.tp || rank.pp_rank >= layout.pp) {
       throw Error(cat(name, " is outside tp ", layout.tp, " x pp ", layout.pp));

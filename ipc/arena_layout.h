@@ -14,7 +14,9 @@
 
 namespace hugepin {
 
-struct RankLayout {
+// One rank's region in an arena: where the rank sits in the TP x PP grid and what its region
+// holds (the planner's planner::RankLayout is the KV cache's storages, not a region).
+struct RankRegionLayout {
   uint32_t tp_rank = 0;
   uint32_t pp_rank = 0;
   uint64_t payload_bytes_per_block = 0;  // this rank's bytes of one block
@@ -26,9 +28,9 @@ struct ArenaLayout {
   uint32_t tp = 0;
   uint32_t pp = 0;
   uint64_t blocks_per_chunk = 0;
-  uint64_t chunk_count = 0;          // common to every rank
-  std::vector<RankLayout> ranks;     // any order; each (tp_rank, pp_rank) once
-  std::string plan_json;             // the plan it came from; empty for --size arenas
+  uint64_t chunk_count = 0;             // common to every rank
+  std::vector<RankRegionLayout> ranks;  // any order; each (tp_rank, pp_rank) once
+  std::string plan_json;                // the plan it came from; empty for --size arenas
 };
 
 // Longest plan text a control segment keeps.
@@ -48,6 +50,6 @@ void check_layout(const ArenaLayout& layout);
 
 // The rank of `layout.ranks[i]` in flat order (pp_rank * tp + tp_rank), as the arena's regions
 // and the control segment number them.
-uint32_t flat_rank_of(const ArenaLayout& layout, const RankLayout& rank);
+uint32_t flat_rank_of(const ArenaLayout& layout, const RankRegionLayout& rank);
 
 }  // namespace hugepin

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "base/contract.h"
 #include "base/error.h"
 #include "base/size.h"
 #include "base/trusted_file.h"
@@ -142,6 +143,7 @@ std::string_view rank_state_name(uint8_t state) {
 }
 
 ParsedSegment parse_segment(const std::byte* data, size_t size) {
+  HUGEPIN_REQUIRE(reinterpret_cast<uintptr_t>(data) % kCacheLinePair == 0, "data at ", static_cast<const void*>(data));
   if (size < sizeof(ControlBlock)) {
     throw Error(cat("control segment is ", size, " bytes: too short to hold a control block (truncated?)"));
   }
@@ -252,11 +254,13 @@ void ControlSegment::require_writable() const {
 }
 
 RegionRecord& ControlSegment::region(uint32_t rank) {
+  HUGEPIN_REQUIRE(rank < view_.header.rank_count, "rank ", rank, " of ", view_.header.rank_count);
   require_writable();
   return const_cast<RegionRecord&>(view_.regions[rank]);
 }
 
 ReportRing& ControlSegment::ring(uint32_t rank) {
+  HUGEPIN_REQUIRE(rank < view_.header.rank_count, "rank ", rank, " of ", view_.header.rank_count);
   require_writable();
   return const_cast<ReportRing&>(*view_.rings[rank]);
 }

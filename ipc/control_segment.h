@@ -178,8 +178,8 @@ uint64_t control_segment_bytes(const ArenaLayout& layout, const SegmentOptions& 
 // Creates the control segment of `arena` for `layout`, whose data regions are `regions` (one per
 // rank, RegionReport::rank = flat rank). Builds every object in place, records its offset, and
 // publishes the magic last. Throws Error (leaving no segment behind): the segment exists, the
-// layout or a region does not check out, a backing path is too long, a system call fails.
-// REQUIRES: check_layout(layout) passes.
+// layout (check_layout) or a region does not check out, a backing path is too long, a system call
+// fails.
 void create_control_segment(Os& os, std::string_view arena, const ArenaLayout& layout,
                             const std::vector<RegionReport>& regions, const SegmentOptions& options);
 

@@ -61,7 +61,7 @@ const RegionReport& region_of(const std::vector<RegionReport>& regions, uint32_t
   throw Error(cat("no data region for rank ", rank, " to record in the control segment"));
 }
 
-void fill_region(RegionRecord& record, const ArenaLayout& layout, const RankLayout& rank, const RegionReport& region) {
+void fill_region(RegionRecord& record, const ArenaLayout& layout, const RankRegionLayout& rank, const RegionReport& region) {
   record.rank = flat_rank_of(layout, rank);
   record.tp_rank = rank.tp_rank;
   record.pp_rank = rank.pp_rank;
@@ -89,7 +89,7 @@ void build(Os& os, bip::managed_shared_memory& segment, uint64_t segment_bytes, 
   auto* records = reinterpret_cast<RegionRecord*>(builder.allocate(uint64_t{rank_count} * sizeof(RegionRecord)));
   for (uint32_t i = 0; i < rank_count; ++i) new (&records[i]) RegionRecord{};
   auto* counters = new (builder.allocate(sizeof(SchedulerCounters))) SchedulerCounters;
-  for (const RankLayout& rank : layout.ranks) {
+  for (const RankRegionLayout& rank : layout.ranks) {
     RegionRecord& record = records[flat_rank_of(layout, rank)];
     fill_region(record, layout, rank, region_of(regions, flat_rank_of(layout, rank)));
     std::byte* ring_memory = builder.allocate(ReportRing::memsize(options.ring_capacity));

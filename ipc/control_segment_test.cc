@@ -273,7 +273,7 @@ TEST_CASE("permissions: 0600 for its owner only, 0660 for its group") {
 
 TEST_CASE("a segment of 256 ranks fits its computed size") {
   ArenaLayout layout = test::small_layout(8, 32, 1, 4 * kKiB);
-  for (RankLayout& rank : layout.ranks) {
+  for (RankRegionLayout& rank : layout.ranks) {
     rank.payload_bytes_per_block = 4 * kKiB;
     rank.region_bytes = 4 * kKiB;
   }

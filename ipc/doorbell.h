@@ -66,7 +66,7 @@ struct alignas(kCacheLinePair) Doorbell {
   std::atomic<uint32_t> unfenced_wakers{0};
 
   // Wakes every waiter, if there is one. REQUIRES: the caller just published the state waiters
-  // wait for (a release store).
+  // wait for (a release store; an order of stores, not checked).
   void ring(Os& os) {
     // The compiler keeps this read after the caller's publication; the CPU may not, which the
     // waiter's heavy barrier covers, or in an unregistered process the mark and the bounded sleep

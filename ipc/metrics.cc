@@ -3,9 +3,11 @@
 #include <cstdio>
 #include <deque>
 #include <sstream>
+#include <vector>
 
 #include "base/error.h"
 #include "ipc/control_layout.h"
+#include "ipc/scheduler_counters.h"
 
 namespace hugepin {
 namespace {
@@ -57,6 +59,11 @@ Labels rank_labels(const std::string& arena, const RankSnapshot& rank) {
           {"node", rank.node_obtained < 0 ? std::string("none") : std::to_string(rank.node_obtained)}};
 }
 
+// hugepin_scheduler_<name>, with "_total" for a counter (Prometheus' naming).
+std::string figure_metric(const PublishedFigure& figure) {
+  return cat("hugepin_scheduler_", figure.name, figure.kind == FigureKind::kCounter ? "_total" : "");
+}
+
 constexpr RankState kStates[] = {RankState::kCreated, RankState::kAttached, RankState::kPinning,
                                  RankState::kReady,   RankState::kDetached, RankState::kDead};
 
@@ -87,14 +94,11 @@ std::string metrics_text(const std::vector<InspectEntry>& entries, int64_t now_n
   Family& blocks = family("hugepin_arena_blocks_per_chunk", "gauge", "KV blocks per chunk.");
   Family& segment = family("hugepin_arena_control_segment_bytes", "gauge", "Size of the control segment.");
   Family& scheduler_up = family("hugepin_scheduler_alive", "gauge", "1 when a live process holds the scheduler role.");
-  Family& pinned_chunks = family("hugepin_scheduler_pinned_chunks", "gauge", "Chunks holding at least one copy pin.");
-  Family& waiting = family("hugepin_scheduler_jobs_waiting_quorum", "gauge", "Copy jobs not yet reported complete by every rank.");
-  Family& fenced = family("hugepin_scheduler_retired_chunks_waiting_fence", "gauge", "Retired chunks waiting for the compute fence.");
-  Family& dead = family("hugepin_scheduler_dead_ranks", "gauge", "Ranks whose worker died and was not replaced.");
-  Family& completed = family("hugepin_scheduler_jobs_completed_total", "counter", "Copy jobs that reached quorum.");
-  Family& failed = family("hugepin_scheduler_jobs_failed_total", "counter", "Copy jobs that can never reach quorum.");
-  Family& applied = family("hugepin_scheduler_reports_applied_total", "counter", "Reports the scheduler acted on.");
-  Family& rejected = family("hugepin_scheduler_reports_rejected_total", "counter", "Reports the scheduler refused.");
+  std::vector<Family*> figures;  // in the order of kPublishedFigures
+  for (const PublishedFigure& figure : kPublishedFigures) {
+    figures.push_back(&family(figure_metric(figure), figure.kind == FigureKind::kCounter ? "counter" : "gauge",
+                              std::string(figure.help)));
+  }
   Family& torn = family("hugepin_scheduler_figures_torn", "gauge", "1 when the scheduler figures were read mid-write.");
   Family& bytes = family("hugepin_region_bytes", "gauge", "Size of the rank's region.");
   Family& page = family("hugepin_region_page_size_bytes", "gauge", "Page size backing the rank's region.");
@@ -130,15 +134,7 @@ std::string metrics_text(const std::vector<InspectEntry>& entries, int64_t now_n
     blocks.add(arena, number(s.header.blocks_per_chunk));
     segment.add(arena, number(s.header.segment_bytes));
     scheduler_up.add(arena, s.scheduler_alive ? 1 : 0);
-    const PublishedFigures& figures = s.scheduler.figures;
-    pinned_chunks.add(arena, number(figures.pinned_chunks));
-    waiting.add(arena, number(figures.jobs_waiting_quorum));
-    fenced.add(arena, number(figures.retired_chunks_waiting_fence));
-    dead.add(arena, number(figures.dead_ranks));
-    completed.add(arena, number(figures.jobs_completed));
-    failed.add(arena, number(figures.jobs_failed));
-    applied.add(arena, number(figures.reports_applied));
-    rejected.add(arena, number(figures.reports_rejected));
+    for (size_t i = 0; i < figures.size(); ++i) figures[i]->add(arena, number(s.scheduler.figures.*kPublishedFields[i]));
     torn.add(arena, s.scheduler.consistent ? 0 : 1);
     for (const RankSnapshot& rank : s.ranks) {
       const Labels labels = rank_labels(entry.name, rank);

@@ -10,6 +10,8 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "base/error.h"
 #include "ipc/inspect.h"
@@ -222,8 +224,22 @@ TEST_CASE("metrics of live arenas and of an unreadable one form a valid expositi
   auto has = [&](const std::string& part) { return text.find(part) != std::string::npos; };
   CHECK(has(cat("hugepin_arena_up{arena=\"", arena.name(), "\"} 1\n")));
   CHECK(has("hugepin_arena_up{arena=\"broken\\\"arena\"} 0\n"));
-  CHECK(has(cat("hugepin_scheduler_pinned_chunks{arena=\"", arena.name(), "\"} 5\n")));
-  CHECK(has(cat("hugepin_scheduler_reports_applied_total{arena=\"", arena.name(), "\"} 40\n")));
+  // Every scheduler figure under its name, type and help (dashboards use them; they come from
+  // protocol/scheduler_figures.h), with the value published in that place.
+  const std::vector<std::vector<std::string>> figures = {
+      {"hugepin_scheduler_pinned_chunks", "gauge", "Chunks holding at least one copy pin.", "5"},
+      {"hugepin_scheduler_jobs_waiting_quorum", "gauge", "Copy jobs not yet reported complete by every rank.", "1"},
+      {"hugepin_scheduler_retired_chunks_waiting_fence", "gauge", "Retired chunks waiting for the compute fence.", "2"},
+      {"hugepin_scheduler_dead_ranks", "gauge", "Ranks whose worker died and was not replaced.", "0"},
+      {"hugepin_scheduler_jobs_completed_total", "counter", "Copy jobs that reached quorum.", "10"},
+      {"hugepin_scheduler_jobs_failed_total", "counter", "Copy jobs that can never reach quorum.", "1"},
+      {"hugepin_scheduler_reports_applied_total", "counter", "Reports the scheduler acted on.", "40"},
+      {"hugepin_scheduler_reports_rejected_total", "counter", "Reports the scheduler refused.", "2"}};
+  for (const std::vector<std::string>& figure : figures) {
+    CHECK_MESSAGE(has(cat("# HELP ", figure[0], " ", figure[2], "\n# TYPE ", figure[0], " ", figure[1], "\n", figure[0],
+                          "{arena=\"", arena.name(), "\"} ", figure[3], "\n")),
+                  figure[0]);
+  }
   CHECK(has(cat("hugepin_scheduler_alive{arena=\"", arena.name(), "\"} 1\n")));
   CHECK(has("hugepin_rank_attached" + rank1));
   CHECK(has(cat("hugepin_rank_pid", rank1)));

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <new>
 
+#include "base/contract.h"
 #include "base/error.h"
 #include "ipc/ring_prefetch.h"
 
@@ -75,6 +76,8 @@ ReportRing::ReportRing(uint32_t capacity, int64_t doorbell_offset, uint64_t firs
       cached_tail_(first_index) {}
 
 ReportRing* ReportRing::init(void* memory, uint32_t capacity, Doorbell* data_doorbell, uint64_t first_index) {
+  HUGEPIN_REQUIRE(memsize(capacity) != 0, "capacity ", capacity, ": a power of two from ", kMinCapacity, " to ", kMaxCapacity);
+  HUGEPIN_REQUIRE(reinterpret_cast<uintptr_t>(memory) % kCacheLinePair == 0, "memory at ", memory);
   int64_t doorbell_offset = 0;
   if (data_doorbell != nullptr) {
     doorbell_offset = reinterpret_cast<std::byte*>(data_doorbell) - static_cast<std::byte*>(memory);
@@ -220,6 +223,10 @@ uint32_t ReportRing::depth() const {
 
 bool wait_for_any(Os& os, Doorbell& doorbell, std::span<ReportRing* const> rings, int64_t timeout_ns,
                   uint32_t spins) {
+  for (const ReportRing* ring : rings) {
+    HUGEPIN_REQUIRE(&ring->data_doorbell() == &doorbell, "a ring sleeps on the doorbell at ", &ring->data_doorbell(),
+                    ", not ", &doorbell);
+  }
   auto any_data = [rings] {
     return std::any_of(rings.begin(), rings.end(), [](const ReportRing* ring) { return ring->has_data(); });
   };

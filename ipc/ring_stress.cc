@@ -4,6 +4,7 @@
 #include <cstring>
 #include <new>
 
+#include "base/contract.h"
 #include "base/error.h"
 
 namespace hugepin::test {
@@ -48,6 +49,7 @@ size_t stress_area_bytes(const StressConfig& config) {
 }
 
 StressArea build_stress_area(void* memory, const StressConfig& config) {
+  HUGEPIN_REQUIRE(reinterpret_cast<uintptr_t>(memory) % kCacheLinePair == 0, "memory at ", memory);
   auto* base = static_cast<std::byte*>(memory);
   StressArea area;
   area.doorbell = new (base) Doorbell;

@@ -11,26 +11,16 @@ constexpr auto kRelease = std::memory_order_release;
 constexpr auto kAcquire = std::memory_order_acquire;
 
 void store_figures(SchedulerCounters& counters, const PublishedFigures& figures) {
-  counters.pinned_chunks.store(figures.pinned_chunks, kRelease);
-  counters.jobs_waiting_quorum.store(figures.jobs_waiting_quorum, kRelease);
-  counters.retired_chunks_waiting_fence.store(figures.retired_chunks_waiting_fence, kRelease);
-  counters.dead_ranks.store(figures.dead_ranks, kRelease);
-  counters.jobs_completed.store(figures.jobs_completed, kRelease);
-  counters.jobs_failed.store(figures.jobs_failed, kRelease);
-  counters.reports_applied.store(figures.reports_applied, kRelease);
-  counters.reports_rejected.store(figures.reports_rejected, kRelease);
+#define HUGEPIN_STORE_FIGURE(type, name, kind, help, label) counters.name.store(figures.name, kRelease);
+  HUGEPIN_PUBLISHED_FIGURES(HUGEPIN_STORE_FIGURE)
+#undef HUGEPIN_STORE_FIGURE
 }
 
 PublishedFigures load_figures(const SchedulerCounters& counters) {
   PublishedFigures figures;
-  figures.pinned_chunks = counters.pinned_chunks.load(kAcquire);
-  figures.jobs_waiting_quorum = counters.jobs_waiting_quorum.load(kAcquire);
-  figures.retired_chunks_waiting_fence = counters.retired_chunks_waiting_fence.load(kAcquire);
-  figures.dead_ranks = counters.dead_ranks.load(kAcquire);
-  figures.jobs_completed = counters.jobs_completed.load(kAcquire);
-  figures.jobs_failed = counters.jobs_failed.load(kAcquire);
-  figures.reports_applied = counters.reports_applied.load(kAcquire);
-  figures.reports_rejected = counters.reports_rejected.load(kAcquire);
+#define HUGEPIN_LOAD_FIGURE(type, name, kind, help, label) figures.name = counters.name.load(kAcquire);
+  HUGEPIN_PUBLISHED_FIGURES(HUGEPIN_LOAD_FIGURE)
+#undef HUGEPIN_LOAD_FIGURE
   return figures;
 }
 

@@ -10,23 +10,29 @@
 
 #include <atomic>
 #include <cstdint>
+#include <iterator>
 
 #include "ipc/doorbell.h"
+#include "protocol/scheduler_figures.h"
 
 namespace hugepin {
 
-// Plain values: what the scheduler publishes for the inspector at one moment (the part of
-// OffloadScheduler::figures() that lives in the control segment; see session/published_figures.h).
+// Plain values: what the scheduler publishes for the inspector at one moment, one field per row of
+// HUGEPIN_PUBLISHED_FIGURES (protocol/scheduler_figures.h; the copy from OffloadScheduler's
+// figures is session/published_figures.h).
 struct PublishedFigures {
-  uint64_t pinned_chunks = 0;                 // chunks that hold at least one copy pin
-  uint64_t jobs_waiting_quorum = 0;           // copy jobs not yet reported complete by every rank
-  uint64_t retired_chunks_waiting_fence = 0;  // retired chunks some rank's compute may still touch
-  uint64_t dead_ranks = 0;                    // ranks whose worker died and was not replaced
-  uint64_t jobs_completed = 0;                // total: jobs that reached quorum
-  uint64_t jobs_failed = 0;                   // total: jobs that can never reach quorum
-  uint64_t reports_applied = 0;               // total: reports the scheduler acted on
-  uint64_t reports_rejected = 0;              // total: reports it refused (bad sequence, unknown job)
+#define HUGEPIN_PUBLISHED_VALUE(type, name, kind, help, label) uint64_t name = 0;
+  HUGEPIN_PUBLISHED_FIGURES(HUGEPIN_PUBLISHED_VALUE)
+#undef HUGEPIN_PUBLISHED_VALUE
 };
+
+// The fields of PublishedFigures in the order of kPublishedFigures: for code that lists them all.
+inline constexpr uint64_t PublishedFigures::*kPublishedFields[] = {
+#define HUGEPIN_PUBLISHED_MEMBER(type, name, kind, help, label) &PublishedFigures::name,
+    HUGEPIN_PUBLISHED_FIGURES(HUGEPIN_PUBLISHED_MEMBER)
+#undef HUGEPIN_PUBLISHED_MEMBER
+};
+static_assert(std::size(kPublishedFields) == std::size(kPublishedFigures));
 
 // The figures in shared memory. Built in place by the control segment's creator (all zero).
 struct alignas(kCacheLinePair) SchedulerCounters {
@@ -35,15 +41,16 @@ struct alignas(kCacheLinePair) SchedulerCounters {
   std::atomic<uint64_t> owner{0};
   std::atomic<uint64_t> version{0};      // odd while a write is in progress
   std::atomic<int64_t> updated_ns{0};    // CLOCK_MONOTONIC of the last write; 0: never written
-  std::atomic<uint64_t> pinned_chunks{0};
-  std::atomic<uint64_t> jobs_waiting_quorum{0};
-  std::atomic<uint64_t> retired_chunks_waiting_fence{0};
-  std::atomic<uint64_t> dead_ranks{0};
-  std::atomic<uint64_t> jobs_completed{0};
-  std::atomic<uint64_t> jobs_failed{0};
-  std::atomic<uint64_t> reports_applied{0};
-  std::atomic<uint64_t> reports_rejected{0};
+#define HUGEPIN_PUBLISHED_COUNTER(type, name, kind, help, label) std::atomic<uint64_t> name{0};
+  HUGEPIN_PUBLISHED_FIGURES(HUGEPIN_PUBLISHED_COUNTER)
+#undef HUGEPIN_PUBLISHED_COUNTER
 };
+
+// Part of the control segment's layout: the eight figures of layout version 2 (ipc/control_layout.h),
+// at 8-byte steps after updated_ns. A published figure added or moved changes the layout: bump
+// kControlLayoutVersion, then this count.
+static_assert(std::size(kPublishedFigures) == 8 && sizeof(SchedulerCounters) == kCacheLinePair,
+              "the published figures changed: bump kControlLayoutVersion (ipc/control_layout.h)");
 
 struct SchedulerReading {
   PublishedFigures figures;
@@ -52,7 +59,10 @@ struct SchedulerReading {
 };
 
 // Publishes `figures`, written at CLOCK_MONOTONIC `now_ns` (updated_ns). REQUIRES: the caller is
-// the one writer (holds the scheduler role).
+// the one writer (holds the scheduler role). Not checked here: the role's word lives in shared
+// memory that other processes write (a segment truncated or taken over reads as another owner),
+// so a check would abort on their doing, not a caller's bug. ArenaControl::publish, the one
+// caller, checks its own hold of the role.
 void write_scheduler_figures(SchedulerCounters& counters, const PublishedFigures& figures, int64_t now_ns);
 
 // Reads the figures without a lock; retries a few times while a write is in progress.

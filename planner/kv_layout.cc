@@ -2,6 +2,7 @@
 
 #include <map>
 
+#include "base/contract.h"
 #include "base/error.h"
 #include "planner/checked_math.h"
 
@@ -58,6 +59,15 @@ uint64_t block_span(const TensorDescriptor& tensor, int outer, int block, std::s
   return checked_add(last, tensor.element_size, cat(where, " extent"));
 }
 
+// split_storage's contract: `tensor` passes tensor_extent_bytes and its extent fits the storage.
+bool extent_fits(const TensorDescriptor& tensor, uint64_t storage_bytes) {
+  try {
+    return tensor_extent_bytes(tensor, tensor.name) <= storage_bytes;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
 }  // namespace
 
 uint64_t tensor_extent_bytes(const TensorDescriptor& tensor, std::string_view where) {
@@ -79,6 +89,7 @@ uint64_t tensor_extent_bytes(const TensorDescriptor& tensor, std::string_view wh
 
 StorageLayout split_storage(const TensorDescriptor& tensor, uint64_t storage_bytes, uint64_t num_blocks,
                             std::string_view where) {
+  HUGEPIN_REQUIRE(extent_fits(tensor, storage_bytes), where, ": storage_bytes ", storage_bytes);
   if (num_blocks == 0) throw Error(cat(where, ": num_blocks is 0 (a KV cache holds at least one block)"));
   StorageLayout layout;
   layout.storage = tensor.storage;

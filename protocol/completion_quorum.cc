@@ -102,6 +102,10 @@ void CompletionQuorum::close(JobId id) {
   --open_jobs_;
 }
 
-bool CompletionQuorum::settled_by(JobId id, uint32_t rank) const { return test_bit(bits(id), rank); }
+bool CompletionQuorum::settled_by(JobId id, uint32_t rank) const {
+  HUGEPIN_REQUIRE(find(id) != nullptr, "job ", id);
+  HUGEPIN_REQUIRE(rank < ranks_, "rank ", rank, " of ", ranks_);
+  return test_bit(bits(id), rank);
+}
 
 }  // namespace hugepin

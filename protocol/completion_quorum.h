@@ -20,6 +20,7 @@
 #include <span>
 #include <vector>
 
+#include "base/contract.h"
 #include "protocol/offload_types.h"
 
 namespace hugepin {
@@ -59,19 +60,21 @@ class CompletionQuorum {
 
   // The open jobs that `rank` has not settled, oldest first (allocates; for rank death only).
   std::vector<JobId> unsettled_by(uint32_t rank) const;
-  // Fails an open job; returns false when it had failed already. REQUIRES: job is open.
+  // Fails an open job; returns false when it had failed already. REQUIRES: job is open; throws
+  // Error otherwise.
   bool fail(JobId job);
   // A rank that has not settled `job` stopped answering. Returns true when this is the job's
-  // first such rank (its chunks become quarantined). REQUIRES: job is open.
+  // first such rank (its chunks become quarantined). REQUIRES: job is open; throws Error
+  // otherwise.
   bool await_exit(JobId job);
   // A rank that had not settled `job` exited; `was_awaited`: it had been counted by
   // await_exit(). Sets *quarantine_over when the job no longer waits for any exit.
-  // REQUIRES: job is open and the rank has not settled it.
+  // REQUIRES: job is open and the rank has not settled it; throws Error otherwise.
   Outcome settle_exited(JobId job, uint32_t rank, bool was_awaited, bool* quarantine_over);
 
   // The open job with this id, or null.
   const Job* find(JobId job) const;
-  // Frees a settled job's slot. REQUIRES: the job is open and settled.
+  // Frees a settled job's slot. REQUIRES: the job is open and settled; throws Error otherwise.
   void close(JobId job);
 
   uint32_t ranks() const { return ranks_; }
@@ -100,6 +103,7 @@ class CompletionQuorum {
 };
 
 inline CompletionQuorum::Outcome CompletionQuorum::record(JobId id, uint32_t rank, bool ok) {
+  HUGEPIN_REQUIRE(rank < ranks_, "rank ", rank, " of ", ranks_);
   Outcome outcome;
   Job& job = slot(id);
   if (job.id != id || id == 0) {

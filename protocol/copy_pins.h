@@ -23,6 +23,7 @@
 #include <span>
 #include <vector>
 
+#include "base/contract.h"
 #include "protocol/offload_types.h"
 
 namespace hugepin {
@@ -79,10 +80,10 @@ class CopyPins {
 
   uint32_t chunks() const { return static_cast<uint32_t>(records_.size()); }
   // REQUIRES (these four): chunk < chunks().
-  ChunkState state(ChunkId chunk) const { return records_[chunk].state; }
-  uint32_t holds(ChunkId chunk) const { return records_[chunk].holds; }
-  uint32_t quarantined_holds(ChunkId chunk) const { return records_[chunk].quarantined; }
-  bool quarantined(ChunkId chunk) const { return records_[chunk].quarantined > 0; }
+  ChunkState state(ChunkId chunk) const { return checked_record(chunk).state; }
+  uint32_t holds(ChunkId chunk) const { return checked_record(chunk).holds; }
+  uint32_t quarantined_holds(ChunkId chunk) const { return checked_record(chunk).quarantined; }
+  bool quarantined(ChunkId chunk) const { return checked_record(chunk).quarantined > 0; }
 
   // No chunk is held by any copy: a region may be unmapped as far as copies go.
   bool holds_clear() const { return total_holds_ == 0; }
@@ -100,6 +101,10 @@ class CopyPins {
     ChunkState state = ChunkState::kActive;
   };
 
+  const Record& checked_record(ChunkId chunk) const {
+    HUGEPIN_REQUIRE(chunk < records_.size(), "chunk ", chunk, " of ", records_.size());
+    return records_[chunk];
+  }
   void check_range(ChunkId chunk) const {
     if (chunk >= records_.size()) throw_out_of_range(chunk);
   }

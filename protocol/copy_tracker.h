@@ -35,7 +35,8 @@ class CopyTracker {
   using Query = std::function<bool(uint64_t event)>;
   using Wait = std::function<void(uint64_t event)>;
 
-  // Reports will carry `rank` (the flat rank). REQUIRES: query and wait are callable.
+  // Reports will carry `rank` (the flat rank). REQUIRES: query and wait are callable; throws
+  // Error otherwise.
   CopyTracker(uint16_t rank, Query query, Wait wait);
 
   // Job `job` was queued on this tracker's stream, followed by `event`. Throws Error, changing

@@ -19,10 +19,6 @@ uint32_t checked_ranks(const SchedulerConfig& config) {
 
 }  // namespace
 
-uint64_t SchedulerFigures::reports_rejected_total() const {
-  return std::accumulate(reports_rejected.begin(), reports_rejected.end(), uint64_t{0});
-}
-
 OffloadScheduler::OffloadScheduler(const SchedulerConfig& config)
     : tp_(config.tp),
       ranks_(checked_ranks(config)),
@@ -263,14 +259,17 @@ SchedulerFigures OffloadScheduler::figures() const {
     if (record.state == RankLiveness::kUnresponsive) ++figures.unresponsive_ranks;
     if (record.state == RankLiveness::kExited) ++figures.exited_ranks;
   }
+  // Dead as the inspector counts them: declared unresponsive (process maybe still there) or
+  // exited and not yet replaced.
+  figures.dead_ranks = figures.unresponsive_ranks + figures.exited_ranks;
   figures.chunks = pins_.chunks();
   figures.pinned_chunks = pins_.pinned_chunks();
   figures.holds = pins_.total_holds();
   figures.quarantined_chunks = pins_.quarantined_chunks();
-  figures.retired_waiting_fence = fence_.waiting();
+  figures.retired_chunks_waiting_fence = fence_.waiting();
   figures.retired_waiting_holds = pins_.fenced_chunks();
   figures.reusable_chunks = pins_.reusable_chunks();
-  figures.jobs_waiting = quorum_.waiting_jobs();
+  figures.jobs_waiting_quorum = quorum_.waiting_jobs();
   figures.jobs_failed_holding = quorum_.failed_open_jobs();
   figures.current_epoch = fence_.current_epoch();
   figures.all_rank_epoch = fence_.all_rank_epoch();
@@ -278,7 +277,8 @@ SchedulerFigures OffloadScheduler::figures() const {
   figures.jobs_completed = jobs_completed_;
   figures.jobs_failed = jobs_failed_;
   figures.reports_applied = reports_applied_;
-  figures.reports_rejected = reports_rejected_;
+  figures.rejected_by_verdict = reports_rejected_;
+  figures.reports_rejected = std::accumulate(reports_rejected_.begin(), reports_rejected_.end(), uint64_t{0});
   return figures;
 }
 

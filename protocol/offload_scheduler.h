@@ -35,6 +35,7 @@
 #include "protocol/offload_types.h"
 #include "protocol/report.h"
 #include "protocol/retirement_fence.h"
+#include "protocol/scheduler_figures.h"
 
 namespace hugepin {
 
@@ -58,32 +59,6 @@ struct FailedJob {
   uint32_t rank = 0;  // the flat rank that failed it
   uint32_t error = 0; // kCopyFailed: the errno the rank sent (0 when none)
   std::string message;  // one line, naming the job, the rank and its (tp_rank, pp_rank)
-};
-
-// What the inspector shows: plain integers, copyable into a shared counters block.
-struct SchedulerFigures {
-  uint32_t ranks = 0;
-  uint32_t live_ranks = 0;
-  uint32_t unresponsive_ranks = 0;  // declared dead, process not yet gone
-  uint32_t exited_ranks = 0;        // gone, no replacement attached yet
-  uint32_t chunks = 0;
-  uint32_t pinned_chunks = 0;         // chunks with at least one hold
-  uint64_t holds = 0;                 // holds over all chunks
-  uint32_t quarantined_chunks = 0;    // held by a job that waits for an unresponsive rank's exit
-  uint32_t retired_waiting_fence = 0; // retired; the all-rank epoch has not reached their stamp
-  uint32_t retired_waiting_holds = 0; // fence passed; a copy still holds them
-  uint32_t reusable_chunks = 0;       // ready for take_reusable()
-  uint32_t jobs_waiting = 0;          // dispatched, waiting for quorum
-  uint32_t jobs_failed_holding = 0;   // failed, chunks still held (ranks copying or quarantined)
-  Epoch current_epoch = 0;
-  Epoch all_rank_epoch = 0;
-  uint64_t jobs_dispatched = 0;
-  uint64_t jobs_completed = 0;
-  uint64_t jobs_failed = 0;
-  uint64_t reports_applied = 0;
-  std::array<uint64_t, kReportVerdicts> reports_rejected{};  // by ReportVerdict; [kApplied] is 0
-
-  uint64_t reports_rejected_total() const;
 };
 
 class OffloadScheduler {

@@ -362,10 +362,10 @@ class Simulation {
       return;
     }
     SchedulerFigures after = scheduler_->figures();
-    before.reports_rejected[static_cast<size_t>(verdict)]++;
-    SIM_CHECK(after.reports_rejected == before.reports_rejected, "rejections must be counted by reason");
+    before.rejected_by_verdict[static_cast<size_t>(verdict)]++;
+    SIM_CHECK(after.rejected_by_verdict == before.rejected_by_verdict, "rejections must be counted by reason");
     SIM_CHECK(after.reports_applied == before.reports_applied && after.holds == before.holds &&
-              after.pinned_chunks == before.pinned_chunks && after.jobs_waiting == before.jobs_waiting &&
+              after.pinned_chunks == before.pinned_chunks && after.jobs_waiting_quorum == before.jobs_waiting_quorum &&
               after.jobs_failed == before.jobs_failed && after.all_rank_epoch == before.all_rank_epoch &&
               after.reusable_chunks == before.reusable_chunks && after.live_ranks == before.live_ranks, "a rejected report (", verdict_name(verdict), ") changed the scheduler");
   }
@@ -547,7 +547,7 @@ class Simulation {
     SchedulerFigures figures = scheduler_->figures();
     SIM_CHECK(figures.all_rank_epoch == all_rank, "all-rank epoch ", figures.all_rank_epoch, ", expected ", all_rank);
     SIM_CHECK(figures.current_epoch == epoch_, "current epoch");
-    SIM_CHECK(figures.jobs_waiting == waiting && figures.jobs_failed_holding == failed_holding, "job counts");
+    SIM_CHECK(figures.jobs_waiting_quorum == waiting && figures.jobs_failed_holding == failed_holding, "job counts");
     uint32_t live = 0, unresponsive = 0, exited = 0;
     for (uint32_t r = 0; r < ranks_.size(); ++r) {
       SIM_CHECK(scheduler_->rank_state(r) == ranks_[r].state, "rank ", r, " state");

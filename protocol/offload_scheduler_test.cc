@@ -83,7 +83,7 @@ TEST_CASE("a job completes when all TP x PP ranks reported, and its chunks are u
     CHECK(scheduler.apply(ranks.make(ReportKind::kCopyComplete, rank, job)) == ReportVerdict::kApplied);
     CHECK(completed(scheduler).empty());
   }
-  CHECK(scheduler.figures().jobs_waiting == 1);
+  CHECK(scheduler.figures().jobs_waiting_quorum == 1);
   CHECK(scheduler.apply(ranks.make(ReportKind::kCopyComplete, 3, job)) == ReportVerdict::kApplied);
   CHECK(completed(scheduler) == std::vector<JobId>{job});
   CHECK(completed(scheduler).empty());
@@ -91,7 +91,7 @@ TEST_CASE("a job completes when all TP x PP ranks reported, and its chunks are u
   CHECK(scheduler.quiescent());
   SchedulerFigures figures = scheduler.figures();
   CHECK(figures.jobs_completed == 1);
-  CHECK(figures.jobs_waiting == 0);
+  CHECK(figures.jobs_waiting_quorum == 0);
   CHECK(figures.reports_applied == 4);
 }
 
@@ -120,8 +120,8 @@ TEST_CASE("every kind of bad report is rejected, counted by reason, and changes 
 
   SchedulerFigures after = scheduler.figures();
   CHECK(after.reports_applied == before.reports_applied);
-  CHECK(after.reports_rejected_total() == 9);
-  auto rejected = [&](ReportVerdict verdict) { return after.reports_rejected[static_cast<size_t>(verdict)]; };
+  CHECK(after.reports_rejected == 9);
+  auto rejected = [&](ReportVerdict verdict) { return after.rejected_by_verdict[static_cast<size_t>(verdict)]; };
   CHECK(rejected(ReportVerdict::kUnknownRank) == 1);
   CHECK(rejected(ReportVerdict::kUnknownKind) == 1);
   CHECK(rejected(ReportVerdict::kSequenceReplay) == 1);
@@ -130,7 +130,7 @@ TEST_CASE("every kind of bad report is rejected, counted by reason, and changes 
   CHECK(rejected(ReportVerdict::kEpochNotClosed) == 1);
   CHECK(rejected(ReportVerdict::kEpochNotAdvancing) == 1);
   CHECK(after.holds == before.holds);
-  CHECK(after.jobs_waiting == 1);
+  CHECK(after.jobs_waiting_quorum == 1);
   CHECK(after.jobs_failed == 0);
   CHECK(failed(scheduler).empty());
   CHECK(completed(scheduler).empty());
@@ -175,7 +175,7 @@ TEST_CASE("a retired chunk is reusable only past its fence and after its last un
   CHECK_THROWS_AS(scheduler.retire(5), Error);
   std::vector<ChunkId> retired_chunk{5};
   CHECK_THROWS_AS(scheduler.dispatch(JobKind::kStore, retired_chunk), Error);
-  CHECK(scheduler.figures().retired_waiting_fence == 2);
+  CHECK(scheduler.figures().retired_chunks_waiting_fence == 2);
   CHECK(scheduler.begin_epoch() == 2);
   CHECK(scheduler.apply(ranks.make(ReportKind::kComputeRelease, 0, 1)) == ReportVerdict::kApplied);
   CHECK(reusable(scheduler).empty());  // rank 1 has not released epoch 1

@@ -59,6 +59,7 @@ void RetirementFence::advance_min() {
 }
 
 ReportVerdict RetirementFence::release(uint32_t rank, Epoch epoch) {
+  HUGEPIN_REQUIRE(rank < released_.size() && member_[rank], "rank ", rank, " of ", released_.size());
   Epoch previous = released_[rank];
   if (epoch <= previous) return ReportVerdict::kEpochNotAdvancing;
   if (epoch >= current_) return ReportVerdict::kEpochNotClosed;
@@ -70,6 +71,7 @@ ReportVerdict RetirementFence::release(uint32_t rank, Epoch epoch) {
 }
 
 void RetirementFence::leave(uint32_t rank) {
+  HUGEPIN_REQUIRE(rank < released_.size(), "rank ", rank, " of ", released_.size());
   if (!member_[rank]) return;
   member_[rank] = 0;
   --members_;
@@ -78,6 +80,7 @@ void RetirementFence::leave(uint32_t rank) {
 }
 
 void RetirementFence::join(uint32_t rank) {
+  HUGEPIN_REQUIRE(rank < released_.size(), "rank ", rank, " of ", released_.size());
   if (member_[rank]) return;
   member_[rank] = 1;
   ++members_;

@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "base/contract.h"
 #include "protocol/offload_types.h"
 
 namespace hugepin {
@@ -75,7 +76,10 @@ class RetirementFence {
   // Queued chunks (retired, fence not yet passed).
   uint32_t waiting() const { return queued_; }
   // The stamp a queued chunk was retired with. REQUIRES: chunk is queued.
-  Epoch stamp(ChunkId chunk) const { return stamps_[chunk]; }
+  Epoch stamp(ChunkId chunk) const {
+    HUGEPIN_REQUIRE(chunk < stamps_.size() && queued_flag_[chunk], "chunk ", chunk, " of ", stamps_.size());
+    return stamps_[chunk];
+  }
 
   // Rank `rank` finished all GPU work of epochs <= epoch. kApplied; kEpochNotAdvancing when
   // epoch <= its previous release; kEpochNotClosed when epoch >= current_epoch(). A rejection

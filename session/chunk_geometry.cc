@@ -86,7 +86,7 @@ ChunkGeometry ChunkGeometry::of_plan(const planner::CapacityPlan& plan) {
 ChunkGeometry ChunkGeometry::of_layout(const ArenaLayout& layout) {
   std::vector<std::vector<uint64_t>> segments(uint64_t{layout.tp} * layout.pp);
   if (!layout.plan_json.empty()) segments = plan_text_segments(layout);
-  for (const RankLayout& rank : layout.ranks) {
+  for (const RankRegionLayout& rank : layout.ranks) {
     const uint32_t flat = flat_rank_of(layout, rank);
     if (flat >= segments.size()) throw Error(cat("the arena records rank ", flat, " of ", segments.size()), EINVAL);
     std::vector<uint64_t>& mine = segments[flat];

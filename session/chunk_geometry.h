@@ -19,6 +19,7 @@
 #include <span>
 #include <vector>
 
+#include "base/contract.h"
 #include "dma/copy_types.h"
 #include "ipc/arena_layout.h"
 #include "planner/capacity_plan.h"
@@ -80,7 +81,10 @@ class ChunkGeometry {
   // Host blocks per segment: chunk_count * blocks_per_chunk.
   uint64_t host_blocks() const { return chunk_count_ * blocks_per_chunk_; }
   // REQUIRES: rank < ranks().
-  const RankGeometry& rank(uint32_t rank) const { return ranks_[rank]; }
+  const RankGeometry& rank(uint32_t rank) const {
+    HUGEPIN_REQUIRE(rank < ranks_.size(), "rank ", rank, " of ", ranks_.size());
+    return ranks_[rank];
+  }
 
   // The host block of block `block` of chunk `chunk`. Throws Error naming the value when either
   // is out of range.

@@ -16,7 +16,7 @@ RegionAllocator::RegionAllocator(uint64_t size, uint64_t alignment) : size_(size
 std::optional<Extent> RegionAllocator::allocate(uint64_t bytes) {
   if (bytes == 0 || bytes > size_) return std::nullopt;
   const uint64_t length = (bytes + alignment_ - 1) & ~(alignment_ - 1);  // no overflow: bytes <= size_
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   for (auto it = free_.begin(); it != free_.end(); ++it) {
     if (it->second < length) continue;
     Extent extent{it->first, length};
@@ -30,7 +30,7 @@ std::optional<Extent> RegionAllocator::allocate(uint64_t bytes) {
 }
 
 bool RegionAllocator::release(uint64_t offset) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   auto live = live_.find(offset);
   if (live == live_.end()) return false;
   uint64_t start = offset;
@@ -54,26 +54,26 @@ bool RegionAllocator::release(uint64_t offset) {
 }
 
 uint64_t RegionAllocator::free_bytes() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   uint64_t total = 0;
   for (const auto& [offset, length] : free_) total += length;
   return total;
 }
 
 uint64_t RegionAllocator::largest_free() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   uint64_t largest = 0;
   for (const auto& [offset, length] : free_) largest = std::max(largest, length);
   return largest;
 }
 
 size_t RegionAllocator::free_pieces() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   return free_.size();
 }
 
 size_t RegionAllocator::live_extents() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   return live_.size();
 }
 

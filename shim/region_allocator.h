@@ -9,8 +9,9 @@
 
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <optional>
+
+#include "base/mutex.h"
 
 namespace hugepin {
 
@@ -21,7 +22,8 @@ struct Extent {
 
 class RegionAllocator {
  public:
-  // REQUIRES: alignment is a power of two and `size` a multiple of it.
+  // REQUIRES: alignment is a power of two and `size` a multiple of it; throws
+  // std::invalid_argument otherwise.
   RegionAllocator(uint64_t size, uint64_t alignment);
   RegionAllocator(const RegionAllocator&) = delete;
   RegionAllocator& operator=(const RegionAllocator&) = delete;
@@ -43,9 +45,9 @@ class RegionAllocator {
  private:
   const uint64_t size_;
   const uint64_t alignment_;
-  mutable std::mutex mutex_;
-  std::map<uint64_t, uint64_t> free_;  // offset -> length; no two pieces touch
-  std::map<uint64_t, uint64_t> live_;  // offset -> length of extents handed out
+  mutable Mutex mutex_;
+  std::map<uint64_t, uint64_t> free_ HUGEPIN_GUARDED_BY(mutex_);  // offset -> length; no two pieces touch
+  std::map<uint64_t, uint64_t> live_ HUGEPIN_GUARDED_BY(mutex_);  // offset -> length of extents handed out
 };
 
 }  // namespace hugepin

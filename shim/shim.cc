@@ -64,7 +64,7 @@ int Shim::gpu_node(PinApi& api) {
     return -1;
   }
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     if (auto it = gpu_nodes_.find(pci); it != gpu_nodes_.end()) return it->second;
   }
   int node = -1;
@@ -75,7 +75,7 @@ int Shim::gpu_node(PinApi& api) {
     if (config_.strict) throw Fallback("gpu-node", cat("strict: ", message));
     log::warn_once("gpu-node", message);
   }
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   gpu_nodes_[pci] = node;
   return node;
 }
@@ -92,7 +92,7 @@ Shim::Backing Shim::take_backing(uint64_t bytes, int gpu_node) {
   }
   ArenaRegion* arena = nullptr;
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     start_afresh_if_forked();
     if (!arena_) {
       // A control segment held exclusively past the claim's wait (a stuck holder) would cost every
@@ -123,7 +123,7 @@ void Shim::give_back(const Backing& backing) {
     unmap_private(os_, PrivateMapping{backing.address, backing.bytes, backing.page_size, backing.node, false});
     return;
   }
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   if (arena_) arena_->release(backing.address);
 }
 
@@ -153,7 +153,7 @@ void Shim::place_extent(Backing& backing, int gpu_node) {
 }
 
 void Shim::record(const Backing& backing, uint64_t bytes_asked, uint32_t flags, PinApi& api) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   start_afresh_if_forked();
   const auto address = reinterpret_cast<uintptr_t>(backing.address);
   Allocation& allocation = live_[address];
@@ -198,7 +198,7 @@ Shim::ReleaseResult Shim::release(void* address) {
   const auto key = reinterpret_cast<uintptr_t>(address);
   Allocation allocation;
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     start_afresh_if_forked();
     auto it = live_.find(key);
     if (it == live_.end()) return {freed_.count(key) != 0 ? Freed::kFreedBefore : Freed::kNotOurs, 0};
@@ -236,13 +236,13 @@ std::map<uintptr_t, Shim::Allocation>::iterator Shim::find_holding(const void* a
 }
 
 bool Shim::holds(const void* address) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   start_afresh_if_forked();
   return find_holding(address) != live_.end();
 }
 
 std::optional<uint32_t> Shim::flags_of(const void* address) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   start_afresh_if_forked();
   auto it = find_holding(address);
   if (it == live_.end()) return std::nullopt;
@@ -251,12 +251,12 @@ std::optional<uint32_t> Shim::flags_of(const void* address) {
 
 void Shim::note_cuda_allocation(const void* address) {
   const auto key = reinterpret_cast<uintptr_t>(address);
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   if (freed_.erase(key) == 1) std::erase(freed_order_, key);
 }
 
 size_t Shim::live_allocations() {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   start_afresh_if_forked();
   return live_.size();
 }

@@ -13,8 +13,9 @@
 // free is told apart from a foreign pointer.
 //
 // Thread-safety: every method may be called from any thread. The mutex is never held across a
-// CUDA call or a prefault. Forking is safe: a child forgets its parent's allocations, table and
-// arena region (they belong to the parent) and starts afresh on its first request.
+// CUDA call or a prefault (the methods that make them exclude it: base/thread_annotations.h, which
+// clang checks). Forking is safe: a child forgets its parent's allocations, table and arena region
+// (they belong to the parent) and starts afresh on its first request.
 #pragma once
 
 #include <sys/types.h>
@@ -23,11 +24,11 @@
 #include <deque>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <unordered_set>
 
+#include "base/mutex.h"
 #include "base/os.h"
 #include "shim/arena_region.h"
 #include "shim/pin_api.h"
@@ -55,7 +56,7 @@ class Shim {
 
   // Serves `bytes` asked through `entry` ("cudaHostAlloc") with `flags` as the caller gave them.
   // Returns the memory, registered through `api`; null when the request is for CUDA instead.
-  void* serve(const char* entry, uint64_t bytes, uint32_t flags, PinApi& api);
+  void* serve(const char* entry, uint64_t bytes, uint32_t flags, PinApi& api) HUGEPIN_EXCLUDES(mutex_);
 
   enum class Freed { kReleased, kNotOurs, kFreedBefore };
   struct ReleaseResult {
@@ -65,21 +66,21 @@ class Shim {
   // Frees a shim allocation: unregisters it through the API that registered it and gives its
   // memory back. kNotOurs for an address the shim did not hand out (the caller passes it to
   // CUDA); kFreedBefore for one it handed out and took back already.
-  ReleaseResult release(void* address);
+  ReleaseResult release(void* address) HUGEPIN_EXCLUDES(mutex_);
 
   // True when `address` lies inside an allocation the shim holds now.
-  bool holds(const void* address);
+  bool holds(const void* address) HUGEPIN_EXCLUDES(mutex_);
   // The flags the allocation holding `address` was asked with.
-  std::optional<uint32_t> flags_of(const void* address);
+  std::optional<uint32_t> flags_of(const void* address) HUGEPIN_EXCLUDES(mutex_);
   // CUDA handed out `address`: it no longer names a freed shim allocation.
-  void note_cuda_allocation(const void* address);
+  void note_cuda_allocation(const void* address) HUGEPIN_EXCLUDES(mutex_);
 
-  size_t live_allocations();
+  size_t live_allocations() HUGEPIN_EXCLUDES(mutex_);
 
   // pthread_atfork hooks: the mutex is held across fork, and the child starts afresh.
-  void before_fork();
-  void after_fork_in_parent();
-  void after_fork_in_child();
+  void before_fork() HUGEPIN_ACQUIRE(mutex_);
+  void after_fork_in_parent() HUGEPIN_RELEASE(mutex_);
+  void after_fork_in_child() HUGEPIN_RELEASE(mutex_);
 
  private:
   struct Allocation {
@@ -100,29 +101,31 @@ class Shim {
     bool in_arena = false;
   };
 
-  Backing take_backing(uint64_t bytes, int gpu_node);       // throws Fallback
-  void give_back(const Backing& backing);
-  int gpu_node(PinApi& api);                                 // throws Fallback (strict only)
-  void place_extent(Backing& backing, int gpu_node);         // throws Fallback, having given it back
-  void record(const Backing& backing, uint64_t bytes_asked, uint32_t flags, PinApi& api);
-  void publish(uintptr_t address, Allocation& allocation);  // REQUIRES: mutex_ held
-  void remember_freed(uintptr_t address);                   // REQUIRES: mutex_ held
-  void start_afresh_if_forked();                            // REQUIRES: mutex_ held
-  std::map<uintptr_t, Allocation>::iterator find_holding(const void* address);  // REQUIRES: mutex_ held
+  Backing take_backing(uint64_t bytes, int gpu_node) HUGEPIN_EXCLUDES(mutex_);  // throws Fallback
+  void give_back(const Backing& backing) HUGEPIN_EXCLUDES(mutex_);
+  int gpu_node(PinApi& api) HUGEPIN_EXCLUDES(mutex_);  // throws Fallback (strict only)
+  // Throws Fallback, having given the extent back.
+  void place_extent(Backing& backing, int gpu_node) HUGEPIN_EXCLUDES(mutex_);
+  void record(const Backing& backing, uint64_t bytes_asked, uint32_t flags, PinApi& api) HUGEPIN_EXCLUDES(mutex_);
+  void publish(uintptr_t address, Allocation& allocation) HUGEPIN_REQUIRES_LOCK(mutex_);
+  void remember_freed(uintptr_t address) HUGEPIN_REQUIRES_LOCK(mutex_);
+  void start_afresh_if_forked() HUGEPIN_REQUIRES_LOCK(mutex_);
+  std::map<uintptr_t, Allocation>::iterator find_holding(const void* address) HUGEPIN_REQUIRES_LOCK(mutex_);
 
   Os& os_;
   const ShimConfig config_;
-  std::mutex mutex_;
-  pid_t pid_;
-  bool forked_ = false;
-  std::map<uintptr_t, Allocation> live_;
-  std::unordered_set<uintptr_t> freed_;
-  std::deque<uintptr_t> freed_order_;
-  std::unique_ptr<ArenaRegion> arena_;
-  int64_t arena_locked_until_ns_ = 0;  // monotonic; see ArenaRegion's claim (shim/arena_region.cc)
+  Mutex mutex_;
+  pid_t pid_ HUGEPIN_GUARDED_BY(mutex_);
+  bool forked_ HUGEPIN_GUARDED_BY(mutex_) = false;
+  std::map<uintptr_t, Allocation> live_ HUGEPIN_GUARDED_BY(mutex_);
+  std::unordered_set<uintptr_t> freed_ HUGEPIN_GUARDED_BY(mutex_);
+  std::deque<uintptr_t> freed_order_ HUGEPIN_GUARDED_BY(mutex_);
+  std::unique_ptr<ArenaRegion> arena_ HUGEPIN_GUARDED_BY(mutex_);
+  // Monotonic; see ArenaRegion's claim (shim/arena_region.cc).
+  int64_t arena_locked_until_ns_ HUGEPIN_GUARDED_BY(mutex_) = 0;
   static constexpr int64_t kLockedRetryNs = 30'000'000'000;
-  std::unique_ptr<TableWriter> table_;
-  std::map<std::string, int> gpu_nodes_;  // PCI address -> NUMA node
+  std::unique_ptr<TableWriter> table_ HUGEPIN_GUARDED_BY(mutex_);
+  std::map<std::string, int> gpu_nodes_ HUGEPIN_GUARDED_BY(mutex_);  // PCI address -> NUMA node
 };
 
 }  // namespace hugepin

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "base/contract.h"
 #include "base/error.h"
 #include "base/trusted_file.h"
 #include "shim/shim_registry.h"
@@ -131,6 +132,8 @@ int TableWriter::publish(const TableEntry& entry) {
 }
 
 void TableWriter::retract(int slot) {
+  HUGEPIN_REQUIRE(slot >= 0 && static_cast<uint32_t>(slot) < shim_table::kCapacity, "slot ", slot);
+  HUGEPIN_REQUIRE(record(static_cast<uint32_t>(slot)).live == 1, "slot ", slot, " holds no allocation");
   Record& r = record(static_cast<uint32_t>(slot));
   uint32_t sequence = r.sequence.fetch_add(1, std::memory_order_acq_rel);
   r.live = 0;

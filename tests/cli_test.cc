@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "tests/support/run_command.h"
 #include "tests/support/temp_dir.h"
@@ -173,10 +174,19 @@ TEST_CASE("arena create --chunk, list, inspect, metrics and destroy, with the co
   CHECK(arena["chunk_count"] == 4);
   CHECK(arena["ranks"][1]["state"] == "created");
   CHECK(arena["ranks"][1]["ring"]["reports_per_second"].is_null());  // one sample: no rate
+  // The scheduler's keys, in this order (scripts read them; protocol/scheduler_figures.h makes them).
+  const auto ordered = nlohmann::ordered_json::parse(inspect.out);
+  std::vector<std::string> keys;
+  for (const auto& item : ordered["arenas"][0]["scheduler"].items()) keys.push_back(item.key());
+  CHECK(keys == std::vector<std::string>{"pid", "alive", "consistent", "pinned_chunks", "jobs_waiting_quorum",
+                                         "retired_chunks_waiting_fence", "dead_ranks", "jobs_completed", "jobs_failed",
+                                         "reports_applied", "reports_rejected"});
 
   Run table = run_hugepin("inspect " + name);
   CHECK(table.status == 0);
   CHECK(table.out.find("arena " + name + ": tp 2 x pp 1, 4 chunks of 1 block") == 0);
+  CHECK(table.out.find("\n  pinned chunks 0, jobs waiting for quorum 0, retired chunks waiting on the fence 0, dead ranks "
+                       "0, jobs completed 0, failed 0, reports applied 0, rejected 0\n") != std::string::npos);
 
   Run watch = run_hugepin("inspect " + name + " --json --watch 0.05 --count 3");
   REQUIRE(watch.status == 0);

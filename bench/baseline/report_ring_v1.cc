@@ -7,6 +7,8 @@
 #include <cstring>
 #include <new>
 
+#include "base/contract.h"
+
 namespace hugepin::bench::baseline {
 namespace {
 
@@ -59,6 +61,8 @@ ReportRingV1::ReportRingV1(uint32_t capacity)
       cached_tail_(0) {}
 
 ReportRingV1* ReportRingV1::init(void* memory, uint32_t capacity) {
+  HUGEPIN_REQUIRE(memsize(capacity) != 0, "capacity ", capacity);
+  HUGEPIN_REQUIRE(reinterpret_cast<uintptr_t>(memory) % kCacheLinePair == 0, "memory at ", memory);
   auto* ring = new (memory) ReportRingV1(capacity);
   std::memset(static_cast<void*>(ring->slots()), 0, static_cast<size_t>(capacity) * sizeof(Report));
   return ring;

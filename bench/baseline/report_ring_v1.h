@@ -24,7 +24,7 @@ struct alignas(kCacheLinePair) DoorbellV1 {
   std::atomic<uint32_t> word{0};
   std::atomic<uint32_t> sleepers{0};
 
-  // REQUIRES: the caller just published with publish_v1().
+  // REQUIRES: the caller just published with publish_v1() (an order of stores, not checked).
   void ring(Os& os) {
     std::atomic_signal_fence(std::memory_order_seq_cst);
     if (sleepers.load(std::memory_order_seq_cst) != 0) wake(os);

@@ -221,7 +221,7 @@ class Engine {
   void progress(double elapsed) {
     const SchedulerFigures f = session_.protocol().figures();
     std::fprintf(stderr, "\r\033[K  %.1fs  jobs %llu done, %u waiting  chunks %zu stored, %zu free  %.2f GB/s  "
-                 "quorum p50 %.2f ms", elapsed, static_cast<unsigned long long>(f.jobs_completed), f.jobs_waiting,
+                 "quorum p50 %.2f ms", elapsed, static_cast<unsigned long long>(f.jobs_completed), f.jobs_waiting_quorum,
                  cache_.stored(), cache_.free(), elapsed > 0 ? static_cast<double>(result_.bytes_moved) / elapsed / 1e9 : 0,
                  bench::percentile(result_.quorum_ms, 50));
     std::fflush(stderr);

@@ -46,7 +46,7 @@ void HostMemory::load_failures_from_environment() {
 }
 
 int HostMemory::enter(const std::string& function) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   load_failures_from_environment();
   ++calls_[function];
   auto it = failures_.find(function);
@@ -59,7 +59,7 @@ int HostMemory::enter(const std::string& function) {
 }
 
 void HostMemory::fail(const std::string& function, int code, int nth) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   load_failures_from_environment();
   if (code == kOk) {
     failures_.erase(function);
@@ -69,7 +69,7 @@ void HostMemory::fail(const std::string& function, int code, int nth) {
 }
 
 int HostMemory::calls(const std::string& function) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   auto it = calls_.find(function);
   return it == calls_.end() ? 0 : it->second;
 }
@@ -102,7 +102,7 @@ int HostMemory::allocate(void** ptr, size_t size, unsigned flags) {
   }
   void* memory = mmap(nullptr, round_to_page(size), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (memory == MAP_FAILED) return kOutOfMemory;
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   allocations_[reinterpret_cast<uintptr_t>(memory)] = Range{size, flags};
   *ptr = memory;
   return kOk;
@@ -112,7 +112,7 @@ int HostMemory::free(void* ptr) {
   if (ptr == nullptr) return kOk;
   size_t size = 0;
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     auto it = allocations_.find(reinterpret_cast<uintptr_t>(ptr));
     if (it == allocations_.end()) return kInvalidValue;
     size = it->second.size;
@@ -125,7 +125,7 @@ int HostMemory::free(void* ptr) {
 int HostMemory::register_range(void* ptr, size_t size, unsigned flags) {
   if (ptr == nullptr || size == 0) return kInvalidValue;
   auto start = reinterpret_cast<uintptr_t>(ptr);
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   // As the real runtime answers (CUDA 13, measured on an H200 host): a range within
   // cudaHostAlloc memory is an invalid value, one overlapping a registration already registered.
   uintptr_t ignored = 0;
@@ -139,7 +139,7 @@ int HostMemory::register_range(void* ptr, size_t size, unsigned flags) {
 }
 
 int HostMemory::unregister(void* ptr) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   uintptr_t ignored = 0;
   // cudaHostAlloc memory is not a registration: the real runtime calls it an invalid value.
   if (find(allocations_, reinterpret_cast<uintptr_t>(ptr), &ignored) != nullptr) return kInvalidValue;
@@ -148,7 +148,7 @@ int HostMemory::unregister(void* ptr) {
 
 int HostMemory::allocation_flags(void* host, unsigned* flags) {
   if (flags == nullptr) return kInvalidValue;
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   uintptr_t start = 0;
   const Range* range = find(allocations_, reinterpret_cast<uintptr_t>(host), &start);
   if (range == nullptr) return kInvalidValue;
@@ -160,7 +160,7 @@ int HostMemory::allocation_flags(void* host, unsigned* flags) {
 
 int HostMemory::device_pointer(void* host, unsigned mapped_flag, void** device) {
   if (device == nullptr) return kInvalidValue;
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   uintptr_t start = 0;
   auto address = reinterpret_cast<uintptr_t>(host);
   const Range* registration = find(registrations_, address, &start);
@@ -173,17 +173,17 @@ int HostMemory::device_pointer(void* host, unsigned mapped_flag, void** device) 
 }
 
 size_t HostMemory::live_allocations() {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   return allocations_.size();
 }
 
 size_t HostMemory::live_registrations() {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   return registrations_.size();
 }
 
 bool HostMemory::registration(const void* ptr, size_t* size, unsigned* flags) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   auto it = registrations_.find(reinterpret_cast<uintptr_t>(ptr));
   if (it == registrations_.end()) return false;
   *size = it->second.size;

@@ -15,8 +15,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <string>
+
+#include "base/mutex.h"
 
 namespace hugepin::fake {
 
@@ -61,16 +62,16 @@ class HostMemory {
     int nth = 0;  // 0: every call; n: the n-th call from when it was set
   };
 
-  void load_failures_from_environment();  // REQUIRES: mutex_ held
+  void load_failures_from_environment() HUGEPIN_REQUIRES_LOCK(mutex_);
   static const Range* find(const std::map<uintptr_t, Range>& ranges, uintptr_t address, uintptr_t* start);
-  bool overlaps(uintptr_t start, size_t size) const;
+  bool overlaps(uintptr_t start, size_t size) const HUGEPIN_REQUIRES_LOCK(mutex_);
 
-  std::mutex mutex_;
-  bool environment_loaded_ = false;
-  std::map<std::string, Failure> failures_;
-  std::map<std::string, int> calls_;
-  std::map<uintptr_t, Range> allocations_;
-  std::map<uintptr_t, Range> registrations_;
+  Mutex mutex_;
+  bool environment_loaded_ HUGEPIN_GUARDED_BY(mutex_) = false;
+  std::map<std::string, Failure> failures_ HUGEPIN_GUARDED_BY(mutex_);
+  std::map<std::string, int> calls_ HUGEPIN_GUARDED_BY(mutex_);
+  std::map<uintptr_t, Range> allocations_ HUGEPIN_GUARDED_BY(mutex_);
+  std::map<uintptr_t, Range> registrations_ HUGEPIN_GUARDED_BY(mutex_);
 };
 
 // Environment knobs of the fake device: FAKE_CUDA_DEVICE (default 0) and FAKE_CUDA_PCI_BUS_ID
