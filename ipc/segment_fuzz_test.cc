@@ -101,9 +101,11 @@ struct Landmarks {
 };
 
 Landmarks landmarks_of(const std::vector<std::byte>& original) {
-  ParsedSegment view = parse_segment(original.data(), original.size());
-  return {static_cast<size_t>(reinterpret_cast<const std::byte*>(view.block) - original.data()),
-          static_cast<size_t>(reinterpret_cast<const std::byte*>(view.regions) - original.data()), view.header};
+  Image image(original.size());
+  std::memcpy(image.data(), original.data(), original.size());
+  ParsedSegment view = parse_segment(image.data(), image.size());
+  return {static_cast<size_t>(reinterpret_cast<const std::byte*>(view.block) - image.data()),
+          static_cast<size_t>(reinterpret_cast<const std::byte*>(view.regions) - image.data()), view.header};
 }
 
 // What a segment cut to `size` bytes, and not otherwise changed, is refused with. Cut inside the

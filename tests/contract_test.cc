@@ -37,7 +37,7 @@ namespace hugepin {
 namespace {
 
 // Runs `body` in a forked child with its stderr captured. Returns what the child wrote when it
-// died of a signal; "exited <status>: <what it wrote>" when it did not (the contract did not stop
+// died of SIGABRT; "exited <status>: <what it wrote>" when it did not (the contract did not stop
 // it: 0 when body returned, 2 when it threw).
 std::string violation(const std::function<void()>& body) {
   int pipe_fds[2];
@@ -55,7 +55,7 @@ std::string violation(const std::function<void()>& body) {
   char buffer[4096];
   for (ssize_t n; (n = read(pipe_fds[0], buffer, sizeof buffer)) > 0;) text.append(buffer, static_cast<size_t>(n));
   close(pipe_fds[0]);
-  return status == -1 ? text : cat("exited ", status, ": ", text);
+  return status == -SIGABRT ? text : cat("exited ", status, ": ", text);
 }
 
 bool names(const std::string& report, const std::string& file, const std::string& condition) {
@@ -214,7 +214,9 @@ TEST_CASE("daemon: a job runner started while the daemon's signals are not block
 }  // namespace hugepin
 
 int main(int argc, char** argv) {
-  return hugepin::test::run_or_skip(argc, argv,
-                                    HUGEPIN_CONTRACTS_CHECKED ? "" : "a build that checks contracts "
-                                                                     "(-DHUGEPIN_CONTRACTS=ON, or a Debug build)");
+  const char* needs = "a build that checks contracts (-DHUGEPIN_CONTRACTS=ON, or a Debug build)";
+  if (hugepin::test::pretend_missing("contracts")) {
+    return hugepin::test::run_or_skip(argc, argv, hugepin::test::pretended("contracts", needs));
+  }
+  return hugepin::test::run_or_skip(argc, argv, HUGEPIN_CONTRACTS_CHECKED ? "" : needs);
 }
