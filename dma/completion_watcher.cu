@@ -56,8 +56,9 @@ cudaEvent_t CompletionWatcher::take_event() {
 }
 
 void CompletionWatcher::run(Queue& queue) {
-  // The runtime's current device is per thread: this one's must be the engine's.
-  const bool on_device = cudaSetDevice(device_) == cudaSuccess;
+  // The runtime's current device is per thread: this one's should be the engine's. An event
+  // waits on its own device whatever the current one is, so a failure here changes nothing below.
+  (void)cudaSetDevice(device_);
   std::unique_lock lock(mutex_);
   for (;;) {
     queue.wake.wait(lock, [&] { return stopping_ || !queue.pending.empty(); });
@@ -66,7 +67,7 @@ void CompletionWatcher::run(Queue& queue) {
     lock.unlock();
     // Waits asleep; an error (the work before the event failed, or the device is gone) means that
     // work will not run any more: the call runs now, and says so.
-    const bool fired = on_device && cudaEventSynchronize(next.event) == cudaSuccess;
+    const bool fired = cudaEventSynchronize(next.event) == cudaSuccess;
     if (!fired) (void)cudaGetLastError();
     next.fn(next.context, fired ? 0 : EIO);
     lock.lock();
