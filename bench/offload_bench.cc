@@ -1,12 +1,15 @@
 #include "bench/offload_bench.h"
 
 #include <poll.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <iostream>
+#include <span>
 #include <unordered_map>
+#include <vector>
 
 #include "base/size.h"
 #include "bench/offload_worker.h"
@@ -31,6 +34,30 @@ struct Settled {
   int64_t copy_ns = 0;
 };
 
+// The scheduler thread's CPU inside the protocol's own calls: each call is a timed span. A span
+// also holds about one read of the thread's CPU clock (a system call), subtracted per span when
+// the row is filled in (clock_cost_ns).
+struct ProtocolCpu {
+  struct Span {
+    ProtocolCpu& cpu;
+    int64_t start = thread_cpu_ns();
+    ~Span() {
+      cpu.ns += thread_cpu_ns() - start;
+      ++cpu.spans;
+    }
+  };
+  int64_t ns = 0;
+  uint64_t spans = 0;
+};
+
+// What one read of the thread's CPU clock costs that thread, averaged.
+double clock_cost_ns() {
+  constexpr int kReads = 4000;
+  const int64_t start = thread_cpu_ns();
+  for (int i = 0; i < kReads; ++i) thread_cpu_ns();
+  return static_cast<double>(thread_cpu_ns() - start) / (kReads + 1);
+}
+
 // How a row's jobs go to the ranks and come back settled. The driver (run_jobs) is shared.
 class Path {
  public:
@@ -39,11 +66,12 @@ class Path {
   virtual JobId dispatch(const cli::CacheJob& job) = 0;
   // Waits up to `timeout_ns` for progress; appends jobs that reached quorum.
   virtual void progress(int64_t timeout_ns, std::vector<Settled>* settled) = 0;
-  virtual void retire(ChunkId chunk) = 0;
+  virtual void retire(std::span<const ChunkId> chunks) = 0;
   virtual void take_reusable(std::vector<ChunkId>* out) = 0;
   virtual void step() {}
   uint64_t reports = 0;          // taken by the scheduler so far
   int64_t delivery_cpu_ns = 0;   // the scheduler thread's CPU spent sending jobs and steps
+  ProtocolCpu cpu;               // ... and in the protocol's calls
 };
 
 // Sends one request to every rank, timing it as delivery.
@@ -69,32 +97,48 @@ class HugepinPath final : public Path {
       : session_(session), ranks_(ranks), step_ns_(step_ns), last_step_(real_os().monotonic_ns()) {}
 
   JobId dispatch(const cli::CacheJob& job) override {
-    const JobId id = session_.dispatch(cli::job_kind(job.op), job.chunks);
+    JobId id;
+    {
+      ProtocolCpu::Span span{cpu};
+      id = session_.dispatch(cli::job_kind(job.op), job.chunks);
+    }
     send_all(ranks_, job_request(BenchOp::kJob, id, job), &delivery_cpu_ns);
     return id;
   }
 
   void progress(int64_t timeout_ns, std::vector<Settled>* settled) override {
-    reports += session_.drain(timeout_ns);
+    {
+      ProtocolCpu::Span span{cpu};
+      reports += session_.drain(timeout_ns);
+      ids_.clear();
+      session_.take_completed(&ids_);
+      failed_.clear();
+      session_.take_failed(&failed_);
+    }
     const int64_t now = real_os().monotonic_ns();
-    ids_.clear();
-    session_.take_completed(&ids_);
     for (JobId id : ids_) settled->push_back({id, now, 0, 0});
-    failed_.clear();
-    session_.take_failed(&failed_);
     if (!failed_.empty()) throw Error(cat("hugepin bench offload: ", failed_.front().message));
     if (now - last_step_ >= step_ns_) step();
   }
 
-  void retire(ChunkId chunk) override { session_.retire(chunk); }
-  void take_reusable(std::vector<ChunkId>* out) override { session_.take_reusable(out); }
+  void retire(std::span<const ChunkId> chunks) override {
+    ProtocolCpu::Span span{cpu};
+    for (ChunkId chunk : chunks) session_.retire(chunk);
+  }
+  void take_reusable(std::vector<ChunkId>* out) override {
+    ProtocolCpu::Span span{cpu};
+    session_.take_reusable(out);
+  }
 
   // Closes the epoch; every rank releases it once its copies launched before have landed.
   void step() override {
     BenchRequest request;
     request.op = BenchOp::kEndStep;
     request.value = session_.protocol().current_epoch();
-    session_.begin_epoch();
+    {
+      ProtocolCpu::Span span{cpu};
+      session_.begin_epoch();
+    }
     send_all(ranks_, request, &delivery_cpu_ns);
     last_step_ = real_os().monotonic_ns();
   }
@@ -117,12 +161,16 @@ class EngineWayPath final : public Path {
 
   JobId dispatch(const cli::CacheJob& job) override {
     const JobId id = ++last_id_;
-    open_[id] = {};
+    {
+      ProtocolCpu::Span span{cpu};
+      open_[id] = {};
+    }
     send_all(ranks_, job_request(BenchOp::kEngineJob, id, job), &delivery_cpu_ns);
     return id;
   }
 
   void progress(int64_t timeout_ns, std::vector<Settled>* settled) override {
+    ProtocolCpu::Span span{cpu};
     const timespec timeout{timeout_ns / 1'000'000'000, timeout_ns % 1'000'000'000};
     if (::ppoll(fds_.data(), fds_.size(), &timeout, nullptr) <= 0) return;
     for (uint32_t rank = 0; rank < fds_.size(); ++rank) {
@@ -144,8 +192,12 @@ class EngineWayPath final : public Path {
   }
 
   // No fence: a retired chunk is reusable once its jobs settled, which they have.
-  void retire(ChunkId chunk) override { retired_.push_back(chunk); }
+  void retire(std::span<const ChunkId> chunks) override {
+    ProtocolCpu::Span span{cpu};
+    retired_.insert(retired_.end(), chunks.begin(), chunks.end());
+  }
   void take_reusable(std::vector<ChunkId>* out) override {
+    ProtocolCpu::Span span{cpu};
     out->insert(out->end(), retired_.begin(), retired_.end());
     retired_.clear();
   }
@@ -164,6 +216,13 @@ class EngineWayPath final : public Path {
   BenchReply reply_;
 };
 
+// The calling thread's voluntary context switches so far: how often it went to sleep.
+int64_t voluntary_switches() {
+  rusage usage{};
+  getrusage(RUSAGE_THREAD, &usage);
+  return usage.ru_nvcsw;
+}
+
 // Everything a row measured, before it becomes an OffloadRow.
 struct Measured {
   std::vector<double> settle_us, copy_us, overhead_us;
@@ -172,7 +231,9 @@ struct Measured {
   uint64_t bytes = 0;
   uint64_t reports = 0;
   double seconds = 0;
-  int64_t protocol_cpu_ns = 0;
+  double protocol_cpu_ns = 0;  // in the protocol's calls, less the clock reads
+  int64_t loop_cpu_ns = 0;     // the whole scheduler thread, less the jobs' delivery
+  int64_t sleeps = 0;          // its voluntary context switches
 };
 
 class OffloadRun {
@@ -293,7 +354,8 @@ class OffloadRun {
 
   // The next job of `mix`, evicting idle stored chunks when few are free.
   std::optional<cli::CacheJob> next_job(cli::ChunkCache& cache, Path& path, Mix mix, bool* store_next) {
-    for (ChunkId chunk : cache.evict(2 * options_.jobs_in_flight * options_.chunks_per_job)) path.retire(chunk);
+    const std::vector<ChunkId> evicted = cache.evict(2 * options_.jobs_in_flight * options_.chunks_per_job);
+    if (!evicted.empty()) path.retire(evicted);
     cli::CacheOp op = mix == Mix::kStore ? cli::CacheOp::kStore : cli::CacheOp::kLoad;
     if (mix == Mix::kMixed) {
       op = *store_next ? cli::CacheOp::kStore : cli::CacheOp::kLoad;
@@ -331,6 +393,8 @@ class OffloadRun {
     };
     int64_t cpu_end = 0;
     int64_t delivery_end = 0;
+    ProtocolCpu protocol_end;
+    int64_t sleeps_end = 0;
     auto run = [&](Mix run_mix, int64_t until, bool timed, uint64_t stop_after_stored) {
       bool store_next = true;
       while (real_os().monotonic_ns() < until && cache.stored() < stop_after_stored) {
@@ -347,6 +411,8 @@ class OffloadRun {
       }
       cpu_end = thread_cpu_ns();
       delivery_end = path.delivery_cpu_ns;
+      protocol_end = path.cpu;
+      sleeps_end = voluntary_switches();
       while (!open.empty()) {  // let the rest land; outside the window they do not count
         path.progress(1'000'000, &settled);
         settle(timed, until);
@@ -356,14 +422,21 @@ class OffloadRun {
       const uint64_t in_flight = uint64_t{options_.jobs_in_flight} * options_.chunks_per_job;
       run(Mix::kStore, real_os().monotonic_ns() + 30'000'000'000, false, (geometry_.chunk_count() - 2 * in_flight) / 2);
     }
+    const double clock_cost = clock_cost_ns();
     const int64_t reports_before = static_cast<int64_t>(path.reports);
     const int64_t delivery_before = path.delivery_cpu_ns;
+    const ProtocolCpu protocol_before = path.cpu;
+    const int64_t sleeps_before = voluntary_switches();
     const int64_t cpu_start = thread_cpu_ns();
     const int64_t start = real_os().monotonic_ns();
     const int64_t window_end = start + static_cast<int64_t>(options_.seconds * 1e9);
     run(mix, window_end, true, UINT64_MAX);
     measured.seconds = options_.seconds;
-    measured.protocol_cpu_ns = (cpu_end - cpu_start) - (delivery_end - delivery_before);
+    measured.loop_cpu_ns = (cpu_end - cpu_start) - (delivery_end - delivery_before);
+    measured.protocol_cpu_ns =
+        std::max(0.0, static_cast<double>(protocol_end.ns - protocol_before.ns) -
+                          clock_cost * static_cast<double>(protocol_end.spans - protocol_before.spans));
+    measured.sleeps = sleeps_end - sleeps_before;
     measured.reports = path.reports - reports_before;
     for (const Settled& job : measured.jobs) {
       if (job.gpu_done_ns == 0) continue;  // hugepin: filled in by collect_timings
@@ -381,7 +454,7 @@ class OffloadRun {
 
   // Every stored chunk retired and back through the fence, so the next row starts clean.
   void give_back_all(cli::ChunkCache& cache, Path& path) {
-    for (ChunkId chunk : cache.evict(geometry_.chunk_count())) path.retire(chunk);
+    path.retire(cache.evict(geometry_.chunk_count()));
     std::vector<Settled> none;
     std::vector<ChunkId> reusable;
     for (int64_t deadline = real_os().monotonic_ns() + 30'000'000'000; cache.free() < geometry_.chunk_count();) {
@@ -427,8 +500,10 @@ class OffloadRun {
     row->overhead_p50_us = percentile(m.overhead_us, 50);
     row->overhead_p99_us = percentile(m.overhead_us, 99);
     const double jobs = std::max<double>(1, static_cast<double>(m.jobs.size()));
-    row->cpu_us_per_job = static_cast<double>(m.protocol_cpu_ns) / 1e3 / jobs;
+    row->cpu_us_per_job = m.protocol_cpu_ns / 1e3 / jobs;
     row->cpu_us_per_job_rank = row->cpu_us_per_job / geometry_.ranks();
+    row->loop_cpu_us_per_job = static_cast<double>(m.loop_cpu_ns) / 1e3 / jobs;
+    row->sleeps_per_job = static_cast<double>(m.sleeps) / jobs;
     row->reports_per_second = static_cast<double>(m.reports) / m.seconds;
   }
 

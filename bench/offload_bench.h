@@ -23,9 +23,12 @@
 // Latency: settle = dispatch -> quorum seen by the scheduler. copy = the job's own GPU time (the
 // longest rank's, from timing events around its copies). overhead = quorum seen - the moment the
 // last rank's copies ended on the GPU (its end event on CLOCK_MONOTONIC): what reporting and
-// quorum add, whatever queued ahead of the job. CPU: the scheduler thread's CPU time for the
-// protocol (hugepin: dispatch, drain, retire, fence; engine way: receiving completions and
-// counting them), without the engine's own job delivery (the sends, the same in both rows).
+// quorum add, whatever queued ahead of the job. CPU: the scheduler thread's CPU time inside the
+// protocol's calls (hugepin: dispatch, drain, retire, fence; engine way: waiting for, receiving
+// and counting completions), each call timed by the thread's CPU clock, less what the clock reads
+// themselves cost (measured before each row); not the engine's own job delivery (the sends, the
+// same in both rows) nor the benchmark's driver (its cache model and bookkeeping), which the loop
+// CPU figure includes. Sleeps: the scheduler thread's voluntary context switches per job.
 #pragma once
 
 #include <cstdint>
@@ -74,8 +77,10 @@ struct OffloadRow {
   double settle_p50_us = 0, settle_p99_us = 0;
   double copy_p50_us = 0;
   double overhead_p50_us = 0, overhead_p99_us = 0;
-  double cpu_us_per_job = 0;        // the protocol's, on the scheduler thread
+  double cpu_us_per_job = 0;        // the scheduler thread's inside the protocol's calls
   double cpu_us_per_job_rank = 0;   // the same per rank
+  double loop_cpu_us_per_job = 0;   // the whole scheduler thread's, the benchmark's driver too
+  double sleeps_per_job = 0;        // times the scheduler thread went to sleep, per job
   double reports_per_second = 0;    // reports the scheduler took (engine way: completions)
   uint64_t chunks_checked = 0;      // host chunk copies checked after the row, over ranks
   uint64_t slots_checked = 0;       // GPU slots checked after the row, over ranks

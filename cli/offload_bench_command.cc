@@ -39,6 +39,8 @@ Json row_json(const bench::OffloadRow& row) {
           {"overhead_us", {{"p50", row.overhead_p50_us}, {"p99", row.overhead_p99_us}}},
           {"scheduler_cpu_us_per_job", row.cpu_us_per_job},
           {"scheduler_cpu_us_per_job_rank", row.cpu_us_per_job_rank},
+          {"scheduler_loop_cpu_us_per_job", row.loop_cpu_us_per_job},
+          {"scheduler_sleeps_per_job", row.sleeps_per_job},
           {"reports_per_second", row.reports_per_second},
           {"chunks_checked", row.chunks_checked},
           {"slots_checked", row.slots_checked}};
@@ -87,7 +89,7 @@ int run(OffloadArgs& args) {
             << options.jobs_in_flight << " jobs of " << options.chunks_per_job << " chunks x "
             << options.blocks_per_chunk << " blocks in flight, " << options.seconds << " s per row\n";
   Table table({"BLOCK", "MIX", "PATH", "GB/s", "OF CEIL", "SETTLE p50 us", "p99", "COPY p50", "OVERHEAD p50", "p99",
-               "CPU us/job", "/rank", "REPORTS/s"},
+               "CPU us/job", "/rank", "SLEEPS/job", "REPORTS/s"},
               {Table::Align::kRight, Table::Align::kLeft, Table::Align::kLeft});
   for (const bench::OffloadRow& row : result.rows) {
     const bool ceiling = row.path == bench::OffloadPath::kCopyEngine;
@@ -96,7 +98,7 @@ int run(OffloadArgs& args) {
                    fixed(row.gb_per_second, 2), fixed(100 * row.of_ceiling, 1) + "%", cell(row.settle_p50_us),
                    cell(row.settle_p99_us), cell(row.copy_p50_us), cell(row.overhead_p50_us), cell(row.overhead_p99_us),
                    ceiling ? "-" : fixed(row.cpu_us_per_job, 2), ceiling ? "-" : fixed(row.cpu_us_per_job_rank, 2),
-                   ceiling ? "-" : fixed(row.reports_per_second, 0)});
+                   ceiling ? "-" : fixed(row.sleeps_per_job, 2), ceiling ? "-" : fixed(row.reports_per_second, 0)});
   }
   std::cout << table.render();
   std::cout << "checked after each row: " << result.chunks_checked << " host chunk copies and " << result.slots_checked

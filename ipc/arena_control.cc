@@ -175,6 +175,7 @@ ArenaControl ArenaControl::adopt(Os& os, std::string_view name) {
   control.owner_ = mine;
   // Sleepers counted by a scheduler that died asleep would cost every push a wake-up call.
   control.segment_.doorbell().sleepers.store(0, std::memory_order_relaxed);
+  control.segment_.gate().forget_sleeper();
   control.generation_ = bump_generation(control.segment_);
   for (uint32_t rank = 0; rank < control.header().rank_count; ++rank) {
     control.rings_.push_back(&control.segment_.ring(rank));
@@ -227,9 +228,19 @@ size_t ArenaControl::consume(uint32_t rank, std::span<Report> out) {
 }
 
 bool ArenaControl::wait_for_reports(int64_t timeout_ns) {
-  const bool woken = wait_for_any(*os_, segment_.doorbell(), rings_, timeout_ns);
+  // The mark first: a report counted before it was published before it, so the look at the
+  // rings below sees it; one counted after it meets the wait's target of one.
+  const GateMark mark = report_mark();
+  const bool any = std::any_of(rings_.begin(), rings_.end(), [](const ReportRing* ring) { return ring->has_data(); });
+  return any || wait_for_reports(mark, 1, timeout_ns);
+}
+
+GateMark ArenaControl::report_mark() const { return segment_.view().gate->mark(); }
+
+bool ArenaControl::wait_for_reports(const GateMark& since, uint64_t reports, int64_t timeout_ns) {
+  const bool met = segment_.gate().wait(*os_, since, reports, timeout_ns);
   segment_.check_intact();
-  return woken;
+  return met;
 }
 
 RankStatus ArenaControl::rank_status(uint32_t rank) {

@@ -116,8 +116,16 @@ class ArenaControl {
   // REQUIRES: rank < header().rank_count.
   size_t consume(uint32_t rank, std::span<Report> out);
   // True once any ring holds a report; false when `timeout_ns` (negative: no limit) passes first.
-  // Sleeps on the arena's doorbell (no system call on the workers' side unless it sleeps).
+  // Sleeps on the arena's report gate (ipc/report_gate.h).
   bool wait_for_reports(int64_t timeout_ns);
+  // The gate's counts now: take the mark, then consume, then wait from the mark; a report that
+  // arrives in between is never slept through.
+  GateMark report_mark() const;
+  // True once `reports` (>= 1) reports that wake no one alone (copy-complete, compute-release,
+  // heartbeat) were counted past `since`, or any urgent one (copy-failed, attach, detach); false
+  // when `timeout_ns` (negative: no limit) passes first. The workers make a system call only
+  // when the target is met while the scheduler sleeps.
+  bool wait_for_reports(const GateMark& since, uint64_t reports, int64_t timeout_ns);
 
   RankStatus rank_status(uint32_t rank);
   // Marks rank `rank` dead when the worker that holds it no longer runs; true when it did. A

@@ -4,14 +4,17 @@
 //
 //   ControlBlock      the header: magic, layout version, creator, TP x PP, chunks, and the
 //                     offsets of everything below; first allocation, within the first 64 KiB
-//   Doorbell          the one data doorbell every ring's consumer (the scheduler) sleeps on
+//   Doorbell          the rings' data doorbell (rung by a plain ReportRing push; workers count
+//                     their reports on the gate instead)
+//   ReportGate        what the scheduler sleeps on: counts of reports posted (ipc/report_gate.h)
 //   RegionRecord[n]   one per rank, in flat-rank order (pp_rank * tp + tp_rank)
 //   SchedulerCounters the scheduler's figures for the inspector
 //   ReportRing x n    one SPSC ring per rank, worker -> scheduler
 //   plan text         the plan as JSON (may be empty)
 //
 // Who writes what after creation (no lock anywhere: a crashed process cannot leave one held):
-// each RegionRecord's attachment fields belong to the worker that holds its `owner` word (claimed
+// the report gate's counts belong to the workers (each adds its own) and its target and sleeper
+// count to the scheduler; each RegionRecord's attachment fields belong to the worker that holds its `owner` word (claimed
 // by compare-and-swap); `status` may also be compare-and-swapped to kDead by the scheduler or by
 // hugepind's reaper, and the attach generation in it defeats ABA; the ControlBlock's `generation`
 // is bumped by each scheduler that adopts the arena and by hugepind when it adopts it; the scheduler counters belong to the scheduler; everything
@@ -30,7 +33,7 @@
 namespace hugepin {
 
 inline constexpr uint64_t kControlMagic = 0x4c52544350475548;  // "HUGPCTRL"
-inline constexpr uint32_t kControlLayoutVersion = 2;  // 2: doorbells carry the unfenced-waker mark
+inline constexpr uint32_t kControlLayoutVersion = 3;  // 3: the report gate; 2: doorbells carry the unfenced-waker mark
 // Readers look for the ControlBlock at every 128-byte boundary of the segment's first 64 KiB.
 inline constexpr uint64_t kControlScanBytes = 64 * 1024;
 inline constexpr size_t kArenaNameBytes = 72;     // 64 characters and a NUL, padded
@@ -80,6 +83,7 @@ struct alignas(kCacheLinePair) ControlBlock {
   uint32_t reserved;
   uint64_t counters_offset;
   uint64_t doorbell_offset;
+  uint64_t gate_offset;
   // Bumped by each scheduler that adopts the arena, and by hugepind's adoption (1 at creation).
   alignas(kCacheLinePair) std::atomic<uint64_t> generation;
 };

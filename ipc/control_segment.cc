@@ -161,6 +161,7 @@ ParsedSegment parse_segment(const std::byte* data, size_t size) {
                     sizeof(RegionRecord)));
   }
   check_span("the doorbell", block->doorbell_offset, 1, sizeof(Doorbell), size);
+  check_span("the report gate", block->gate_offset, 1, sizeof(ReportGate), size);
   check_span("the region records", block->regions_offset, header.rank_count, sizeof(RegionRecord), size);
   check_span("the scheduler counters", block->counters_offset, 1, sizeof(SchedulerCounters), size);
   if (block->plan_bytes > kMaxPlanJsonBytes || !inside(block->plan_offset, block->plan_bytes, size)) {
@@ -168,6 +169,7 @@ ParsedSegment parse_segment(const std::byte* data, size_t size) {
                     ") is outside the segment"));
   }
   view.doorbell = reinterpret_cast<const Doorbell*>(data + block->doorbell_offset);
+  view.gate = reinterpret_cast<const ReportGate*>(data + block->gate_offset);
   view.regions = reinterpret_cast<const RegionRecord*>(data + block->regions_offset);
   view.counters = reinterpret_cast<const SchedulerCounters*>(data + block->counters_offset);
   view.plan_json = std::string_view(reinterpret_cast<const char*>(data + block->plan_offset), block->plan_bytes);
@@ -268,6 +270,11 @@ ReportRing& ControlSegment::ring(uint32_t rank) {
 Doorbell& ControlSegment::doorbell() {
   require_writable();
   return const_cast<Doorbell&>(*view_.doorbell);
+}
+
+ReportGate& ControlSegment::gate() {
+  require_writable();
+  return const_cast<ReportGate&>(*view_.gate);
 }
 
 SchedulerCounters& ControlSegment::scheduler_counters() {

@@ -26,6 +26,7 @@
 #include "hugemem/region.h"
 #include "ipc/arena_layout.h"
 #include "ipc/control_layout.h"
+#include "ipc/report_gate.h"
 #include "ipc/report_ring.h"
 #include "ipc/scheduler_counters.h"
 
@@ -64,6 +65,7 @@ struct ParsedSegment {
   SegmentHeader header;
   const ControlBlock* block = nullptr;
   const Doorbell* doorbell = nullptr;
+  const ReportGate* gate = nullptr;
   const RegionRecord* regions = nullptr;  // header.rank_count records, by flat rank
   const SchedulerCounters* counters = nullptr;
   std::vector<const ReportRing*> rings;   // by flat rank
@@ -120,6 +122,7 @@ class ControlSegment {
   RegionRecord& region(uint32_t rank);
   ReportRing& ring(uint32_t rank);
   Doorbell& doorbell();
+  ReportGate& gate();
   SchedulerCounters& scheduler_counters();
   ControlBlock& block();
 

@@ -85,6 +85,7 @@ void build(Os& os, bip::managed_shared_memory& segment, uint64_t segment_bytes, 
                     " bytes readers scan"));
   }
   auto* doorbell = new (builder.allocate(sizeof(Doorbell))) Doorbell;
+  auto* gate = new (builder.allocate(sizeof(ReportGate))) ReportGate;
   const auto rank_count = static_cast<uint32_t>(layout.ranks.size());
   auto* records = reinterpret_cast<RegionRecord*>(builder.allocate(uint64_t{rank_count} * sizeof(RegionRecord)));
   for (uint32_t i = 0; i < rank_count; ++i) new (&records[i]) RegionRecord{};
@@ -122,6 +123,7 @@ void build(Os& os, bip::managed_shared_memory& segment, uint64_t segment_bytes, 
   block->region_record_bytes = sizeof(RegionRecord);
   block->counters_offset = builder.offset_of(counters);
   block->doorbell_offset = builder.offset_of(doorbell);
+  block->gate_offset = builder.offset_of(gate);
   block->generation.store(1, std::memory_order_relaxed);
   // Release: everything above is visible to a reader whose acquire load finds the magic
   // (find_control_block in control_segment.cc).

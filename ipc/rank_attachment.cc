@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <utility>
 
@@ -91,6 +92,7 @@ RankAttachment RankAttachment::attach(Os& os, std::string_view arena, uint32_t t
   attachment.owner_ = mine;
   attachment.pid_ = self.pid;
   attachment.ring_ = &attachment.segment_.ring(rank);
+  attachment.gate_ = &attachment.segment_.gate();
   bool status_set = false;
   try {
     attachment.region_ = open_rank_region(os, arena, rank, attachment.segment_.view().backing_paths[rank], options.where, name);
@@ -141,6 +143,7 @@ void RankAttachment::take(RankAttachment& other) noexcept {
   region_ = std::move(other.region_);
   record_ = std::exchange(other.record_, nullptr);
   ring_ = std::exchange(other.ring_, nullptr);
+  gate_ = std::exchange(other.gate_, nullptr);
   rank_ = other.rank_;
   owner_ = std::exchange(other.owner_, 0);
   pid_ = other.pid_;
@@ -195,17 +198,29 @@ void RankAttachment::post(ReportKind kind, uint64_t value, uint32_t flags) {
   post_batch(std::span<Report>(&report, 1));
 }
 
+uint32_t RankAttachment::publish(const Report* reports, uint32_t count) {
+  const uint32_t n = ring_->publish_batch(reports, count);
+  if (n == 0) return 0;
+  uint32_t urgent = 0;
+  for (uint32_t i = 0; i < n; ++i) urgent += urgent_report(reports[i].kind) ? 1 : 0;
+  gate_->count(*os_, n - urgent, urgent);
+  return n;
+}
+
 void RankAttachment::post_batch(std::span<Report> reports) {
   if (!attached()) throw Error(cat("rank ", rank_, " is not attached: cannot post"));
   segment_.check_intact();
   stamp(reports);
+  const int64_t deadline = post_timeout_ns_ < 0 ? -1 : os_->monotonic_ns() + post_timeout_ns_;
   size_t posted = 0;
-  while (posted < reports.size()) {
-    const auto count = static_cast<uint32_t>(std::min<size_t>(reports.size() - posted, ring_->capacity()));
-    const uint32_t n = ring_->push_wait(*os_, reports.data() + posted, count, post_timeout_ns_);
+  for (;;) {
+    const auto count = static_cast<uint32_t>(std::min<size_t>(reports.size() - posted, UINT32_MAX));
+    posted += publish(reports.data() + posted, count);
     segment_.check_intact();  // a truncated ring reads as capacity 0: no progress, ever
-    posted += n;
-    if (n < count) {
+    if (posted == reports.size()) return;
+    int64_t remaining = -1;  // no limit
+    if (deadline >= 0) remaining = std::max<int64_t>(0, deadline - os_->monotonic_ns());
+    if (remaining == 0 || !ring_->wait_for_space(*os_, remaining)) {
       throw Error(cat("the report ring of rank ", rank_, " stayed full for ", post_timeout_ns_ / 1'000'000,
                       " ms (the scheduler is not consuming): posted ", posted, " of ", reports.size(), " reports"),
                   EAGAIN);
@@ -220,7 +235,7 @@ size_t RankAttachment::try_post(std::span<Report> reports) {
   size_t posted = 0;
   while (posted < reports.size()) {
     const auto count = static_cast<uint32_t>(std::min<size_t>(reports.size() - posted, UINT32_MAX));
-    const uint32_t n = ring_->push_batch(*os_, reports.data() + posted, count);
+    const uint32_t n = publish(reports.data() + posted, count);
     posted += n;
     if (n < count) break;
   }

@@ -97,6 +97,9 @@ class RankAttachment {
  private:
   void take(RankAttachment& other) noexcept;
   void stamp(std::span<Report> reports) const;
+  // Publishes up to `count` stamped reports on the ring and counts them on the arena's report
+  // gate (which wakes the scheduler when they may settle something); returns how many fit.
+  uint32_t publish(const Report* reports, uint32_t count);
   void store_state(RankState state);
   void release();
 
@@ -105,6 +108,7 @@ class RankAttachment {
   MappedRegion region_;
   RegionRecord* record_ = nullptr;
   ReportRing* ring_ = nullptr;
+  ReportGate* gate_ = nullptr;
   uint32_t rank_ = 0;
   uint64_t owner_ = 0;
   pid_t pid_ = 0;

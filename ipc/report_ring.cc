@@ -186,8 +186,12 @@ uint32_t ReportRing::push_wait(Os& os, const Report* records, uint32_t count, in
       remaining = deadline - os.monotonic_ns();
       if (remaining <= 0) return written;
     }
-    if (!space_doorbell_.wait(os, [this] { return has_space(); }, remaining)) return written;
+    if (!wait_for_space(os, remaining)) return written;
   }
+}
+
+bool ReportRing::wait_for_space(Os& os, int64_t timeout_ns) {
+  return space_doorbell_.wait(os, [this] { return has_space(); }, timeout_ns);
 }
 
 void ReportRing::forget_producer_sleep() { space_doorbell_.sleepers.store(0, std::memory_order_relaxed); }

@@ -20,7 +20,10 @@
 // or one doorbell that every ring of an arena shares, so that one scheduler thread can sleep on
 // all of them); a producer wakes it with a system call only when someone sleeps there, and checks
 // for sleepers without a fence (ipc/doorbell.h: the sleeper pays with membarrier(2) instead). A
-// producer that finds the ring full may sleep on the ring's space doorbell the same way.
+// producer that finds the ring full may sleep on the ring's space doorbell the same way. An
+// arena's workers publish without ringing (publish_batch) and count their reports on the arena's
+// report gate instead, which wakes the scheduler only when a job could have settled
+// (ipc/report_gate.h).
 //
 // push_batch and pop_batch are inline (below the class), and a single record moves without a call:
 // a push of one record is a few dozen instructions, and a call with its register saves was a
@@ -73,6 +76,12 @@ class ReportRing {
   // Copies up to `count` records, in order, as many as there is room for, and returns how many:
   // 0 when the ring is full. Wakes a consumer sleeping on the data doorbell.
   inline uint32_t push_batch(Os& os, const Report* records, uint32_t count);
+  // push_batch without the wake-up: for producers that tell their consumer another way (an
+  // arena's workers count their reports on the report gate, ipc/report_gate.h).
+  inline uint32_t publish_batch(const Report* records, uint32_t count);
+  // Returns true once the ring has room, false when `timeout_ns` (negative: no limit) passes
+  // first; sleeps on the space doorbell.
+  bool wait_for_space(Os& os, int64_t timeout_ns);
   // Copies all `count` records, sleeping on the space doorbell while the ring is full, for at most
   // `timeout_ns` in all (negative: no limit). Returns how many it copied: `count`, or fewer when
   // the time ran out (the rest were not written; the caller decides, e.g. EAGAIN).
@@ -175,6 +184,12 @@ bool wait_for_any(Os& os, Doorbell& doorbell, std::span<ReportRing* const> rings
 // --- the inline fast paths ---
 
 inline uint32_t ReportRing::push_batch(Os& os, const Report* records, uint32_t count) {
+  const uint32_t n = publish_batch(records, count);
+  if (n > 0) data_doorbell().ring(os);
+  return n;
+}
+
+inline uint32_t ReportRing::publish_batch(const Report* records, uint32_t count) {
   const uint64_t tail = tail_.load(std::memory_order_relaxed);  // only this producer writes tail_
   uint32_t space = room(tail, cached_head_);
   if (space < count) {
@@ -193,7 +208,6 @@ inline uint32_t ReportRing::push_batch(Os& os, const Report* records, uint32_t c
   // Release pairs with the acquire load of tail_ in pop_batch (and the seq_cst one in has_data):
   // the records above are complete before the index that publishes them.
   tail_.store(tail + n, std::memory_order_release);
-  data_doorbell().ring(os);
   return n;
 }
 

@@ -26,6 +26,7 @@ CompletionQuorum::CompletionQuorum(uint32_t ranks, uint32_t capacity) : ranks_(r
   mask_ = slots - 1;
   slots_.resize(slots);
   bits_.assign(size_t{slots} * words_, 0);
+  jobs_by_unsettled_.assign(size_t{ranks} + 1, 0);
 }
 
 JobId CompletionQuorum::open(JobKind kind, std::span<const ChunkId> chunks) {
@@ -46,6 +47,7 @@ JobId CompletionQuorum::open(JobKind kind, std::span<const ChunkId> chunks) {
   job.chunks.assign(chunks.begin(), chunks.end());
   std::fill_n(bits(id), words_, 0);
   ++open_jobs_;
+  ++jobs_by_unsettled_[ranks_];
   return id;
 }
 
@@ -85,7 +87,7 @@ CompletionQuorum::Outcome CompletionQuorum::settle_exited(JobId id, uint32_t ran
   set_bit(settled, rank);
   *quarantine_over = was_awaited && --job.awaiting_exit == 0;
   Outcome outcome;
-  outcome.settled = --job.unsettled == 0;
+  outcome.settled = settle_one(job);
   return outcome;
 }
 
@@ -100,6 +102,15 @@ void CompletionQuorum::close(JobId id) {
   if (job.failed) --failed_open_;
   job.id = 0;
   --open_jobs_;
+  --jobs_by_unsettled_[0];
+}
+
+uint32_t CompletionQuorum::fewest_unsettled() const {
+  if (open_jobs_ == 0) return 0;
+  for (uint32_t k = 1; k <= ranks_; ++k) {
+    if (jobs_by_unsettled_[k] != 0) return k;
+  }
+  return 0;  // every open job is settled, waiting for close()
 }
 
 bool CompletionQuorum::settled_by(JobId id, uint32_t rank) const {

@@ -85,18 +85,28 @@ class CompletionQuorum {
   uint32_t waiting_jobs() const { return open_jobs_ - failed_open_; }
   // REQUIRES: job is open and rank < ranks().
   bool settled_by(JobId job, uint32_t rank) const;
+  // The fewest ranks any open job still waits for (1 to ranks()): no job settles before that
+  // many more reports arrive. 0 when no open job waits for any. O(ranks) at worst.
+  uint32_t fewest_unsettled() const;
 
  private:
   Job& slot(JobId job) { return slots_[job & mask_]; }
   uint64_t* bits(JobId job) { return &bits_[(job & mask_) * words_]; }
   const uint64_t* bits(JobId job) const { return &bits_[(job & mask_) * words_]; }
   Job& open_slot(JobId job);
+  // One more rank settled `job`; returns whether that was its last.
+  bool settle_one(Job& job) {
+    --jobs_by_unsettled_[job.unsettled];
+    ++jobs_by_unsettled_[--job.unsettled];
+    return job.unsettled == 0;
+  }
 
   uint32_t ranks_;
   uint32_t words_;  // 64-bit words per settled-rank bitset
   uint64_t mask_;
   std::vector<Job> slots_;
   std::vector<uint64_t> bits_;  // slots_.size() * words_
+  std::vector<uint32_t> jobs_by_unsettled_;  // open jobs by their unsettled count, 0 to ranks_
   JobId next_id_ = 1;
   uint32_t open_jobs_ = 0;
   uint32_t failed_open_ = 0;
@@ -122,7 +132,7 @@ inline CompletionQuorum::Outcome CompletionQuorum::record(JobId id, uint32_t ran
     ++failed_open_;
     outcome.failed_now = true;
   }
-  outcome.settled = --job.unsettled == 0;
+  outcome.settled = settle_one(job);
   return outcome;
 }
 

@@ -123,3 +123,32 @@ TEST_CASE("bad sizes are refused") {
 }
 
 }  // namespace hugepin
+
+namespace hugepin {
+
+TEST_CASE("fewest_unsettled: no job settles before that many more reports") {
+  CompletionQuorum quorum(4, 8);
+  CHECK(quorum.fewest_unsettled() == 0);  // nothing open
+  const JobId a = quorum.open(JobKind::kStore, kChunks);
+  const JobId b = quorum.open(JobKind::kLoad, kChunks);
+  CHECK(quorum.fewest_unsettled() == 4);
+  quorum.record(b, 0, true);
+  quorum.record(b, 1, false);  // a failure settles the rank too
+  CHECK(quorum.fewest_unsettled() == 2);
+  quorum.record(b, 1, true);  // a duplicate changes nothing
+  CHECK(quorum.fewest_unsettled() == 2);
+  bool quarantine_over = false;
+  quorum.settle_exited(b, 2, false, &quarantine_over);
+  CHECK(quorum.fewest_unsettled() == 1);
+  CHECK(quorum.record(b, 3, true).settled);
+  CHECK(quorum.fewest_unsettled() == 4);  // b waits for close() only; a for every rank
+  quorum.close(b);
+  quorum.record(a, 3, true);
+  CHECK(quorum.fewest_unsettled() == 3);
+  for (uint32_t rank = 0; rank < 3; ++rank) quorum.record(a, rank, true);
+  CHECK(quorum.fewest_unsettled() == 0);  // settled, not closed: waits for no report
+  quorum.close(a);
+  CHECK(quorum.fewest_unsettled() == 0);
+}
+
+}  // namespace hugepin

@@ -24,6 +24,7 @@
 // Thread-safety: none; the scheduler is single-threaded. Call everything from one thread.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <span>
@@ -109,6 +110,16 @@ class OffloadScheduler {
   // Holds clear and no retired chunk waits on the fence: no copy and no GPU work of a closed
   // epoch can touch any chunk. What unmapping a region should wait for.
   bool quiescent() const;
+
+  // The fewest reports (of any ranks) after which a job could settle or a retired chunk pass the
+  // fence: what a scheduler that sleeps waits for (ipc/report_gate.h). 0 when nothing waits on a
+  // report.
+  uint32_t reports_before_progress() const {
+    const uint32_t jobs = quorum_.fewest_unsettled();
+    const uint32_t fence = fence_.releases_before_pass();
+    if (jobs == 0 || fence == 0) return std::max(jobs, fence);
+    return std::min(jobs, fence);
+  }
 
   SchedulerFigures figures() const;
   uint32_t ranks() const { return ranks_; }

@@ -92,6 +92,14 @@ class RetirementFence {
   // member. REQUIRES: rank < ranks.
   void join(uint32_t rank);
 
+  // The fewest compute-release reports before the oldest queued chunk can pass: the member ranks
+  // still at the all-rank epoch each owe one. 0 when nothing waits on a release (no chunk queued,
+  // the oldest passed already, the barrier waived, or no members).
+  uint32_t releases_before_pass() const {
+    if (queued_ == 0 || front_passed() || barrier_ == ComputeBarrier::kWaived || members_ == 0) return 0;
+    return counts_[min_ & counts_mask_];
+  }
+
   bool member(uint32_t rank) const { return member_[rank] != 0; }
   Epoch released(uint32_t rank) const { return released_[rank]; }
   uint32_t members() const { return members_; }

@@ -130,3 +130,27 @@ TEST_CASE("bad sizes are refused") {
 }
 
 }  // namespace hugepin
+
+namespace hugepin {
+
+TEST_CASE("releases_before_pass: the slowest ranks each owe a release before the oldest chunk passes") {
+  RetirementFence fence(3, 4, ComputeBarrier::kRequired);
+  CHECK(fence.releases_before_pass() == 0);  // nothing queued
+  fence.retire(2);  // stamp 1
+  CHECK(fence.releases_before_pass() == 3);
+  fence.begin_epoch();
+  fence.begin_epoch();  // current 3
+  fence.release(0, 2);
+  CHECK(fence.releases_before_pass() == 2);
+  fence.release(1, 1);
+  CHECK(fence.releases_before_pass() == 1);
+  fence.leave(2);  // its process is gone: it owes nothing
+  CHECK(fence.front_passed());
+  CHECK(fence.releases_before_pass() == 0);  // passed: waits for no report
+
+  RetirementFence waived(2, 4, ComputeBarrier::kWaived);
+  waived.retire(1);
+  CHECK(waived.releases_before_pass() == 0);
+}
+
+}  // namespace hugepin

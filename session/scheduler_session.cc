@@ -1,5 +1,6 @@
 #include "session/scheduler_session.h"
 
+#include <algorithm>
 #include <cerrno>
 
 #include "base/error.h"
@@ -137,15 +138,7 @@ void SchedulerSession::retire(ChunkId chunk) {
 }
 
 size_t SchedulerSession::drain(int64_t timeout_ns) {
-  if (timeout_ns != 0) control_.wait_for_reports(timeout_ns);
-  size_t applied = 0;
-  for (uint32_t rank = 0; rank < geometry_.ranks(); ++rank) {
-    for (size_t n; (n = control_.consume(rank, reports_)) > 0;) {
-      for (size_t i = 0; i < n; ++i) apply(reports_[i]);
-      applied += n;
-      if (n < reports_.size()) break;
-    }
-  }
+  const size_t applied = timeout_ns == 0 ? apply_waiting() : wait_and_apply(timeout_ns);
   const int64_t now = os_->monotonic_ns();
   // A pidfd poll per rank is a system call each: while reports flow, look every kWatchInterval.
   if (applied == 0 || now - last_watch_ >= kWatchIntervalNs) {
@@ -155,6 +148,41 @@ size_t SchedulerSession::drain(int64_t timeout_ns) {
   if (options_.heartbeat_timeout_ns > 0) check_heartbeats(now);
   if (now - last_publish_ >= options_.publish_interval_ns) publish();
   return applied;
+}
+
+size_t SchedulerSession::apply_waiting() {
+  size_t applied = 0;
+  for (uint32_t rank = 0; rank < geometry_.ranks(); ++rank) {
+    for (size_t n; (n = control_.consume(rank, reports_)) > 0;) {
+      for (size_t i = 0; i < n; ++i) apply(reports_[i]);
+      applied += n;
+      if (n < reports_.size()) break;
+    }
+  }
+  return applied;
+}
+
+size_t SchedulerSession::wait_and_apply(int64_t timeout_ns) {
+  const int64_t deadline = timeout_ns < 0 ? -1 : os_->monotonic_ns() + timeout_ns;
+  for (;;) {
+    // The mark before consuming: whatever was counted by then is on the rings now.
+    const GateMark mark = control_.report_mark();
+    if (const size_t applied = apply_waiting(); applied > 0) return applied;
+    int64_t remaining = -1;
+    if (deadline >= 0) {
+      remaining = deadline - os_->monotonic_ns();
+      if (remaining <= 0) return 0;
+    }
+    if (!control_.wait_for_reports(mark, reports_to_wait_for(), remaining)) return apply_waiting();
+  }
+}
+
+uint64_t SchedulerSession::reports_to_wait_for() const {
+  // Nothing waits on a report: wake after half a ring's worth all the same, long before any
+  // producer could find its ring full while this thread sleeps.
+  const uint64_t enough = std::max<uint64_t>(1, control_.header().ring_capacity / 2);
+  const uint32_t needed = scheduler_.reports_before_progress();
+  return needed == 0 ? enough : std::min<uint64_t>(needed, enough);
 }
 
 void SchedulerSession::apply(const Report& report) {

@@ -74,9 +74,12 @@ class SchedulerSession {
   // of range, EBUSY for everything the protocol refuses (a rank not live, a chunk retired or
   // quarantined, too many jobs open).
   JobId dispatch(JobKind kind, std::span<const ChunkId> chunks);
-  // Applies every report waiting on the rings, after waiting up to `timeout_ns` (0: no wait;
-  // negative: no limit) for one; then notices silent ranks and rank processes that are gone
-  // (every call that applied nothing, and every 10 ms while reports flow).
+  // Applies every report waiting on the rings. When there is none, waits up to `timeout_ns` (0: no
+  // wait; negative: no limit) for progress: enough reports that a job could settle or a retired
+  // chunk pass the fence, or a rank failing a copy, attaching or detaching (reports that cannot
+  // settle anything alone stay on the rings meanwhile: the ranks wake this thread about once per
+  // job, not once per report; ipc/report_gate.h). Then notices silent ranks and rank processes
+  // that are gone (every call that applied nothing, and every 10 ms while reports flow).
   // Returns the number of reports applied.
   size_t drain(int64_t timeout_ns);
   // A rank's process is known gone (the engine reaped it, say): as drain() would find it, now.
@@ -105,6 +108,10 @@ class SchedulerSession {
   SchedulerSession(Os& os, std::string_view arena, ArenaControl control, const SchedulerSessionOptions& options,
                    bool created);
   void apply(const Report& report);
+  size_t apply_waiting();
+  size_t wait_and_apply(int64_t timeout_ns);
+  // How many reports the sleeping drain() waits for (ipc/report_gate.h).
+  uint64_t reports_to_wait_for() const;
   void check_processes();
   void check_heartbeats(int64_t now);
 

@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -17,6 +18,7 @@
 #include "session/scheduler_session.h"
 #include "session/worker_session.h"
 #include "tests/support/error_text.h"
+#include "tests/support/fault_os.h"
 
 namespace hugepin {
 namespace {
@@ -275,6 +277,51 @@ TEST_CASE("a full ring loses no report: the backlog posts them as the scheduler 
   }
   CHECK(done == jobs);  // every one, in order
   CHECK(scheduler.protocol().figures().reports_rejected == 0);
+}
+
+// Counts the wake-ups a worker asks the kernel for.
+class WakeCountingOs : public test::ForwardingOs {
+ public:
+  WakeCountingOs() : ForwardingOs(real_os()) {}
+  int futex_wake(const std::atomic<uint32_t>* word, int count) override {
+    wakes.fetch_add(1);
+    return ForwardingOs::futex_wake(word, count);
+  }
+  std::atomic<int> wakes{0};
+};
+
+TEST_CASE("a sleeping drain is woken once a job can settle, not by each rank's report") {
+  Cluster cluster;
+  SchedulerSession& scheduler = cluster.scheduler;
+  WakeCountingOs os;
+  WorkerSession w0(os, cluster.arena, 0, 0);
+  WorkerSession w1(os, cluster.arena, 1, 0);
+  FakeDevice d0(w0.rank_geometry());
+  FakeDevice d1(w1.rank_geometry());
+  w0.set_device_kv(d0.segments, WorkerBackend::kHost);
+  w1.set_device_kv(d1.segments, WorkerBackend::kHost);
+  scheduler.drain(0);  // the attach reports
+  const std::vector<ChunkId> chunks{2};
+  const JobId job = scheduler.dispatch(JobKind::kStore, chunks);
+  std::vector<BlockPair> pairs;
+  scheduler.geometry().append_chunk_pairs(Direction::kDeviceToHost, chunks[0], 0, &pairs);
+
+  std::vector<JobId> done;
+  std::thread drainer([&] {
+    for (int i = 0; i < 10 && done.empty(); ++i) {
+      scheduler.drain(20'000'000'000);  // a lost wake-up would show as a missing one below
+      scheduler.take_completed(&done);
+    }
+  });
+  // Asleep, waiting for both ranks' reports.
+  const ControlSegment segment = ControlSegment::open(real_os(), cluster.arena, SegmentAccess::kReadOnly);
+  while (segment.view().gate->sleepers.load() == 0) std::this_thread::yield();
+  w0.store(job, pairs);
+  CHECK(os.wakes == 0);  // one report of two: the scheduler sleeps on
+  w1.store(job, pairs);
+  drainer.join();
+  CHECK(done == std::vector<JobId>{job});
+  CHECK(os.wakes == 1);
 }
 
 TEST_CASE("the completion descriptor turns readable when a job lands; timed jobs say how long they took") {

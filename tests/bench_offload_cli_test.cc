@@ -43,6 +43,9 @@ TEST_CASE("every mix has its three rows, each with its figures, and the sample v
     CHECK(row["copy_us"]["p50"].get<double>() > 0);
     CHECK(row["overhead_us"]["p50"].is_number());
     CHECK(row["scheduler_cpu_us_per_job"].get<double>() > 0);
+    // The loop's CPU holds the protocol's calls and more (the driver, the clock reads).
+    CHECK(row["scheduler_loop_cpu_us_per_job"].get<double>() >= row["scheduler_cpu_us_per_job"].get<double>());
+    CHECK(row["scheduler_sleeps_per_job"].get<double>() >= 0);
     CHECK(row["reports_per_second"].get<double>() > 0);
     CHECK(row["chunks_checked"].get<uint64_t>() > 0);
   }

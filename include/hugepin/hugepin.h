@@ -320,10 +320,14 @@ HUGEPIN_API int hugepin_scheduler_get_info(const hugepin_scheduler* scheduler, h
  * max_jobs_in_flight jobs are open. */
 HUGEPIN_API int hugepin_scheduler_dispatch(hugepin_scheduler* scheduler, hugepin_job_kind kind,
                                            const hugepin_chunk_id* chunks, size_t count, hugepin_job_id* job);
-/* Applies every report waiting on the rings, first waiting up to `timeout_ns` for one (0: do not
- * wait; negative: no limit), and notices rank processes that exited (their jobs fail; their
- * chunks stay quarantined until the process is gone). Sets *applied (may be NULL) to the number
- * of reports applied. Returns 0 also when the time ran out. */
+/* Applies every report waiting on the rings. When there is none, first waits up to `timeout_ns`
+ * (0: do not wait; negative: no limit) for progress: enough reports that a job could reach
+ * quorum or a retired chunk pass the fence, or a rank failing a copy, attaching or detaching.
+ * (Reports that settle nothing alone, such as the first ranks' reports of a job, wait on the
+ * rings meanwhile: the ranks wake the scheduler about once per job, not once per report.) Then
+ * notices rank processes that exited (their jobs fail; their chunks stay quarantined until the
+ * process is gone). Sets *applied (may be NULL) to the number of reports applied. Returns 0
+ * also when the time ran out. */
 HUGEPIN_API int hugepin_scheduler_drain(hugepin_scheduler* scheduler, int64_t timeout_ns, size_t* applied);
 /* Moves up to `capacity` completed jobs (every rank reported them) into `out`, oldest first. */
 HUGEPIN_API int hugepin_scheduler_completed(hugepin_scheduler* scheduler, hugepin_job_id* out, size_t capacity,

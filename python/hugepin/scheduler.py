@@ -8,8 +8,9 @@
         epoch = scheduler.begin_epoch()                       # a step's GPU work was queued
         free = scheduler.reusable()                           # no copy holds them, fence passed
 
-How a job reaches the workers is the engine's business (its own RPC). poll() sleeps on the rings'
-doorbell with the GIL released. One thread calls a Scheduler at a time.
+How a job reaches the workers is the engine's business (its own RPC). poll() sleeps with the GIL
+released until a job could reach quorum (not at each rank's report). One thread calls a Scheduler
+at a time.
 """
 
 from __future__ import annotations
@@ -177,8 +178,9 @@ class Scheduler:
         return job.value
 
     def poll(self, timeout: float | None = 0.0) -> Progress:
-        """Applies every report waiting on the rings, first waiting up to `timeout` seconds for one
-        (0: do not wait; None: no limit), notices rank processes that exited (their jobs fail; their
+        """Applies every report waiting on the rings; when there is none, first waits up to `timeout`
+        seconds (0: do not wait; None: no limit) until a job could reach quorum, a retired chunk
+        pass the fence, or a rank fails a copy, attaches or detaches. Then notices rank processes that exited (their jobs fail; their
         chunks stay quarantined until the process is gone), and takes the jobs that completed (every
         rank reported them) and failed since the last poll, oldest first."""
         applied = ctypes.c_size_t()

@@ -1,0 +1,76 @@
+// ReportGate: when the scheduler sleeps, wake it only when a report could change something.
+//
+// Every report of a rank on its ring is counted here after it is published. The scheduler knows
+// how many more reports must come before anything can happen (a job reach quorum: its fewest
+// missing ranks; a retired chunk pass the fence: its slowest ranks' releases), so it sleeps
+// until that many were counted, not until the next one. At TP x PP ranks every job's reports
+// come one per rank, close together: waking on each cost the scheduler a sleep and a wake per
+// report (measured on the H200 host: 12-24 us of its CPU per job and rank, most of it in the
+// doorbell's membarrier(2) and the futex); the gate wakes it about once per job.
+//
+// Counts, not records, decide: a report is either gated (copy-complete, compute-release,
+// heartbeat: counted in `posted`) or urgent (copy-failed, attach, detach: counted in `urgent`,
+// and it wakes a sleeper at once). The sleeper names a mark (both counts, read before it
+// consumed the rings) and how many gated reports past the mark it waits for.
+//
+// The protocol is a symmetric Dekker pair, every access seq_cst, no membarrier: the producer
+// publishes its records (ring), counts them (a read-modify-write), then reads `sleepers` and, if
+// someone sleeps, `wake_at`; the sleeper stores `wake_at`, counts itself in `sleepers` (a
+// read-modify-write), then reads the counts. Either the producer's read of `sleepers` comes
+// after the sleeper's count, and then it reads the new `wake_at` too, or the sleeper's read of
+// the counts comes after the producer's count. The producer's counting is its fence; it happens
+// a few thousand times a second per rank, where a fence costs nothing that shows (the rings'
+// own push, used by the ring benchmark at 100 M/s, stays fence-free).
+//
+// A producer that dies between publishing a record and counting it leaves that record uncounted:
+// it is applied at the scheduler's next wake (a later report, or its wait's timeout, which also
+// finds the dead process). Nothing is lost, and no count ever runs ahead of what was published, so
+// a sleeper never spins on a count that cannot be met.
+//
+// Thread-safety: any number of producers (one per ring, in any processes) and one sleeper.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "base/os.h"
+#include "ipc/doorbell.h"
+#include "protocol/report.h"
+
+namespace hugepin {
+
+// Reports that wake a sleeping scheduler at once: a failure, a rank arriving or leaving.
+inline bool urgent_report(ReportKind kind) {
+  return kind == ReportKind::kCopyFailed || kind == ReportKind::kAttach || kind == ReportKind::kDetach;
+}
+
+// Both counts at one moment (read before consuming: what is counted there is on the rings then).
+struct GateMark {
+  uint64_t posted = 0;
+  uint64_t urgent = 0;
+};
+
+struct alignas(kCacheLinePair) ReportGate {
+  std::atomic<uint64_t> posted{0};   // gated reports counted, by every producer
+  std::atomic<uint64_t> urgent{0};   // urgent reports counted
+  std::atomic<uint64_t> wake_at{0};  // the sleeper's target for `posted`
+  std::atomic<uint32_t> sleepers{0};
+  std::atomic<uint32_t> word{0};     // the futex word: bumped by every wake
+
+  // A producer counts what it just published (REQUIRES: the records are on its ring, a release
+  // store before this call) and wakes the sleeper when its target is met or `urgent_count` > 0.
+  void count(Os& os, uint32_t gated_count, uint32_t urgent_count);
+
+  // Both counts now (seq_cst).
+  GateMark mark() const;
+
+  // Returns true once `gated` reports past `since` were counted, or any urgent one, false when
+  // `timeout_ns` (negative: no limit) passes first. REQUIRES: one sleeper at a time; gated >= 1.
+  bool wait(Os& os, const GateMark& since, uint64_t gated, int64_t timeout_ns);
+
+  // A scheduler that takes over from one that died: forgets that the dead one may have been
+  // asleep (producers would otherwise wake nobody with a system call per report).
+  void forget_sleeper() { sleepers.store(0, std::memory_order_relaxed); }
+};
+
+}  // namespace hugepin

@@ -1,0 +1,121 @@
+// ReportGate: a sleeper wakes when its count of reports is met or an urgent one comes, never
+// misses a wake-up across threads, and the producers make a system call only when it is due.
+// No timing assertions: the timeouts below only bound a wait that must (or cannot) be met.
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <memory>
+#include <random>
+#include <thread>
+
+#include "ipc/report_gate.h"
+#include "tests/support/fault_os.h"
+
+namespace hugepin {
+namespace {
+
+constexpr int64_t kMillisecond = 1'000'000;
+constexpr int64_t kLongEnough = 20'000'000'000;  // a met target returns long before this
+
+// Counts the wake-ups the producers ask the kernel for.
+class WakeCountingOs : public test::ForwardingOs {
+ public:
+  WakeCountingOs() : ForwardingOs(real_os()) {}
+  int futex_wake(const std::atomic<uint32_t>* word, int count) override {
+    wakes.fetch_add(1, std::memory_order_relaxed);
+    return ForwardingOs::futex_wake(word, count);
+  }
+  std::atomic<uint64_t> wakes{0};
+};
+
+TEST_CASE("the sleeper's target: gated reports past the mark, or any urgent one") {
+  Os& os = real_os();
+  auto gate = std::make_unique<ReportGate>();
+  gate->count(os, 5, 0);  // before the mark: not counted toward it
+  const GateMark mark = gate->mark();
+  CHECK(mark.posted == 5);
+  gate->count(os, 2, 0);
+  CHECK_FALSE(gate->wait(os, mark, 3, kMillisecond));  // 2 of 3: cannot be met
+  gate->count(os, 1, 0);
+  CHECK(gate->wait(os, mark, 3, 0));
+  CHECK(gate->wait(os, mark, 3, kMillisecond));
+
+  const GateMark later = gate->mark();
+  CHECK_FALSE(gate->wait(os, later, 100, kMillisecond));
+  gate->count(os, 0, 1);  // a copy failed, a rank attached or left
+  CHECK(gate->wait(os, later, 100, kMillisecond));
+}
+
+TEST_CASE("which reports are urgent") {
+  CHECK(urgent_report(ReportKind::kCopyFailed));
+  CHECK(urgent_report(ReportKind::kAttach));
+  CHECK(urgent_report(ReportKind::kDetach));
+  CHECK_FALSE(urgent_report(ReportKind::kCopyComplete));
+  CHECK_FALSE(urgent_report(ReportKind::kComputeRelease));
+  CHECK_FALSE(urgent_report(ReportKind::kHeartbeat));
+}
+
+TEST_CASE("producers ask the kernel for a wake-up only when the sleeper's target is met") {
+  WakeCountingOs os;
+  auto gate = std::make_unique<ReportGate>();
+  gate->count(os, 10, 0);
+  CHECK(os.wakes == 0);  // nobody sleeps: no system call, whatever the counts
+  const GateMark mark = gate->mark();
+  std::atomic<bool> woke{false};
+  std::thread sleeper([&] { woke = gate->wait(os, mark, 4, kLongEnough); });
+  while (gate->sleepers.load() == 0) std::this_thread::yield();
+  gate->count(os, 1, 0);
+  gate->count(os, 2, 0);
+  CHECK(os.wakes == 0);  // 3 of 4 while it sleeps
+  CHECK_FALSE(woke.load());
+  gate->count(os, 1, 0);
+  sleeper.join();
+  CHECK(woke.load());
+  CHECK(os.wakes == 1);
+}
+
+TEST_CASE("an urgent report wakes the sleeper whatever its target") {
+  WakeCountingOs os;
+  auto gate = std::make_unique<ReportGate>();
+  const GateMark mark = gate->mark();
+  std::atomic<bool> woke{false};
+  std::thread sleeper([&] { woke = gate->wait(os, mark, 1000, kLongEnough); });
+  while (gate->sleepers.load() == 0) std::this_thread::yield();
+  gate->count(os, 0, 1);
+  sleeper.join();
+  CHECK(woke.load());
+  CHECK(os.wakes == 1);
+}
+
+TEST_CASE("no wake-up is lost: a producer thread against a sleeper that waits for 1 to 4 at a time") {
+  Os& os = real_os();
+  auto gate = std::make_unique<ReportGate>();
+  constexpr uint64_t kReports = 200'000;
+  std::atomic<uint64_t> published{0};  // plays the rings: what the producer made visible
+  std::thread producer([&] {
+    std::mt19937 random(7);
+    for (uint64_t i = 0; i < kReports; ++i) {
+      published.fetch_add(1, std::memory_order_release);
+      gate->count(os, 1, 0);
+      if (random() % 64 == 0) std::this_thread::yield();  // let the sleeper fall asleep often
+    }
+  });
+  std::mt19937 random(11);
+  uint64_t seen = 0;
+  uint64_t timeouts = 0;
+  while (seen < kReports) {
+    const GateMark mark = gate->mark();
+    seen = published.load(std::memory_order_acquire);  // "consume" everything counted by the mark
+    REQUIRE(seen >= mark.posted);
+    if (seen >= kReports) break;
+    const uint64_t want = std::min<uint64_t>(kReports - mark.posted, 1 + random() % 4);
+    // A lost wake-up shows as a wait that times out although its target was met.
+    if (!gate->wait(os, mark, want, kLongEnough)) ++timeouts;
+  }
+  producer.join();
+  CHECK(timeouts == 0);
+  CHECK(gate->posted.load() == kReports);
+}
+
+}  // namespace
+}  // namespace hugepin
