@@ -26,12 +26,13 @@ namespace hugepin::bench {
 namespace {
 
 // A job that reached quorum: when the scheduler saw it, and what the ranks measured (the latest
-// GPU end and the longest GPU time; 0 until known).
+// GPU end, the longest GPU time, the latest moment a rank learned its copies landed; 0 until known).
 struct Settled {
   JobId id = 0;
   int64_t quorum_ns = 0;
   int64_t gpu_done_ns = 0;
   int64_t copy_ns = 0;
+  int64_t landed_ns = 0;
 };
 
 // The scheduler thread's CPU inside the protocol's own calls: each call is a timed span. A span
@@ -116,7 +117,7 @@ class HugepinPath final : public Path {
       session_.take_failed(&failed_);
     }
     const int64_t now = real_os().monotonic_ns();
-    for (JobId id : ids_) settled->push_back({id, now, 0, 0});
+    for (JobId id : ids_) settled->push_back({id, now, 0, 0, 0});
     if (!failed_.empty()) throw Error(cat("hugepin bench offload: ", failed_.front().message));
     if (now - last_step_ >= step_ns_) step();
   }
@@ -183,8 +184,9 @@ class EngineWayPath final : public Path {
           Open& job = open_.at(timing.job);
           job.gpu_done_ns = std::max(job.gpu_done_ns, timing.gpu_done_ns);
           job.copy_ns = std::max(job.copy_ns, timing.copy_ns);
+          job.landed_ns = std::max(job.landed_ns, timing.landed_ns);
           if (++job.reported < fds_.size()) continue;
-          settled->push_back({timing.job, now, job.gpu_done_ns, job.copy_ns});
+          settled->push_back({timing.job, now, job.gpu_done_ns, job.copy_ns, job.landed_ns});
           open_.erase(timing.job);
         }
       }
@@ -207,6 +209,7 @@ class EngineWayPath final : public Path {
     uint32_t reported = 0;
     int64_t gpu_done_ns = 0;
     int64_t copy_ns = 0;
+    int64_t landed_ns = 0;
   };
   const cli::RankProcesses& ranks_;
   std::vector<pollfd> fds_;
@@ -226,6 +229,7 @@ int64_t voluntary_switches() {
 // Everything a row measured, before it becomes an OffloadRow.
 struct Measured {
   std::vector<double> settle_us, copy_us, overhead_us;
+  std::vector<double> landed_us, seen_us;  // the overhead's two parts: GPU end -> rank knows -> quorum seen
   std::unordered_map<JobId, size_t> index;  // job -> its place in the vectors above
   std::vector<Settled> jobs;
   uint64_t bytes = 0;
@@ -440,16 +444,24 @@ class OffloadRun {
     measured.reports = path.reports - reports_before;
     for (const Settled& job : measured.jobs) {
       if (job.gpu_done_ns == 0) continue;  // hugepin: filled in by collect_timings
-      record_gpu(job.id, job.gpu_done_ns, job.copy_ns, &measured);
+      record_gpu(job.id, {job.gpu_done_ns, job.copy_ns, job.landed_ns}, &measured);
     }
     give_back_all(cache, path);
     return measured;
   }
 
-  void record_gpu(JobId id, int64_t gpu_done_ns, int64_t copy_ns, Measured* measured) {
+  struct RankTimes {
+    int64_t gpu_done_ns = 0;
+    int64_t copy_ns = 0;
+    int64_t landed_ns = 0;
+  };
+
+  void record_gpu(JobId id, const RankTimes& times, Measured* measured) {
     const Settled& job = measured->jobs[measured->index.at(id)];
-    measured->copy_us.push_back(copy_ns / 1e3);
-    measured->overhead_us.push_back((job.quorum_ns - gpu_done_ns) / 1e3);
+    measured->copy_us.push_back(times.copy_ns / 1e3);
+    measured->overhead_us.push_back((job.quorum_ns - times.gpu_done_ns) / 1e3);
+    measured->landed_us.push_back((times.landed_ns - times.gpu_done_ns) / 1e3);
+    measured->seen_us.push_back((job.quorum_ns - times.landed_ns) / 1e3);
   }
 
   // Every stored chunk retired and back through the fence, so the next row starts clean.
@@ -473,20 +485,21 @@ class OffloadRun {
     request.op = BenchOp::kTimings;
     int64_t ignored = 0;
     send_all(ranks_, request, &ignored);
-    std::unordered_map<JobId, std::pair<int64_t, int64_t>> latest;  // gpu done, copy
+    std::unordered_map<JobId, RankTimes> latest;  // the latest over ranks
     for (uint32_t rank = 0; rank < ranks_.ranks(); ++rank) {
       for (BenchReply reply; reply.count == kMaxTimingsPerPacket || reply.kind != BenchReplyKind::kTimings;) {
         reply = receive_reply(rank, BenchReplyKind::kTimings);
         for (uint32_t i = 0; i < reply.count; ++i) {
           const JobTiming& timing = reply.timings[i];
           if (measured->index.count(timing.job) == 0) continue;  // outside the window
-          auto& [done, copy] = latest[timing.job];
-          done = std::max(done, timing.gpu_done_ns);
-          copy = std::max(copy, timing.copy_ns);
+          RankTimes& times = latest[timing.job];
+          times.gpu_done_ns = std::max(times.gpu_done_ns, timing.gpu_done_ns);
+          times.copy_ns = std::max(times.copy_ns, timing.copy_ns);
+          times.landed_ns = std::max(times.landed_ns, timing.landed_ns);
         }
       }
     }
-    for (const auto& [job, timing] : latest) record_gpu(job, timing.first, timing.second, measured);
+    for (const auto& [job, times] : latest) record_gpu(job, times, measured);
   }
 
   void fill_row(const Measured& m, OffloadRow* row) const {
@@ -499,6 +512,10 @@ class OffloadRun {
     row->copy_p50_us = percentile(m.copy_us, 50);
     row->overhead_p50_us = percentile(m.overhead_us, 50);
     row->overhead_p99_us = percentile(m.overhead_us, 99);
+    row->landed_p50_us = percentile(m.landed_us, 50);
+    row->landed_p99_us = percentile(m.landed_us, 99);
+    row->seen_p50_us = percentile(m.seen_us, 50);
+    row->seen_p99_us = percentile(m.seen_us, 99);
     const double jobs = std::max<double>(1, static_cast<double>(m.jobs.size()));
     row->cpu_us_per_job = m.protocol_cpu_ns / 1e3 / jobs;
     row->cpu_us_per_job_rank = row->cpu_us_per_job / geometry_.ranks();

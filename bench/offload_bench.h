@@ -77,6 +77,10 @@ struct OffloadRow {
   double settle_p50_us = 0, settle_p99_us = 0;
   double copy_p50_us = 0;
   double overhead_p50_us = 0, overhead_p99_us = 0;
+  // The overhead's two parts: GPU end -> the last rank knows its copies landed (hugepin: its
+  // completion call ran; engine way: its poll found the event done), and -> quorum seen.
+  double landed_p50_us = 0, landed_p99_us = 0;
+  double seen_p50_us = 0, seen_p99_us = 0;
   double cpu_us_per_job = 0;        // the scheduler thread's inside the protocol's calls
   double cpu_us_per_job_rank = 0;   // the same per rank
   double loop_cpu_us_per_job = 0;   // the whole scheduler thread's, the benchmark's driver too

@@ -59,6 +59,7 @@ struct JobTiming {
   uint64_t job = 0;
   int64_t copy_ns = 0;      // the copies' own time on the GPU (events)
   int64_t gpu_done_ns = 0;  // when they ended, on CLOCK_MONOTONIC
+  int64_t landed_ns = 0;    // when the rank learned it (hugepin: its completion call; engine way: its poll)
 };
 
 inline constexpr uint32_t kMaxTimingsPerPacket = 512;

@@ -103,7 +103,7 @@ class OffloadWorker {
         continue;
       }
       const CopyEngine::MarkSpan span = session_.engine().span(it->start, it->end);
-      reply.timings[reply.count++] = {it->job, span.elapsed_ns, span.end_ns};
+      reply.timings[reply.count++] = {it->job, span.elapsed_ns, span.end_ns, real_os().monotonic_ns()};
       it = engine_jobs_.erase(it);
     }
     if (reply.count > 0) send_packet(setup_.channel, reply);
@@ -119,7 +119,8 @@ class OffloadWorker {
     do {
       reply.count = 0;
       for (; next < finished_.size() && reply.count < kMaxTimingsPerPacket; ++next) {
-        reply.timings[reply.count++] = {finished_[next].job, finished_[next].copy_ns, finished_[next].gpu_done_ns};
+        const JobResult& result = finished_[next];
+        reply.timings[reply.count++] = {result.job, result.copy_ns, result.gpu_done_ns, result.landed_ns};
       }
       send_packet(setup_.channel, reply);
     } while (reply.count == kMaxTimingsPerPacket);

@@ -11,7 +11,7 @@ build=${1:-$root/build-rel}
 stage=$root/.devbin
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$build" --target hugepin hugepind libhugepin hugepin_preload hugepin_man_pages hugepin_python \
-  dma_cuda_test deny_membarrier
+  hugepin_option_man_pages dma_cuda_test deny_membarrier
 rm -rf "$stage"
 mkdir -p "$stage/deps" "$stage/examples"
 cmake --install "$build" --prefix "$stage/prefix" >/dev/null

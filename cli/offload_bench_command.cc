@@ -37,6 +37,8 @@ Json row_json(const bench::OffloadRow& row) {
           {"settle_us", {{"p50", row.settle_p50_us}, {"p99", row.settle_p99_us}}},
           {"copy_us", {{"p50", row.copy_p50_us}}},
           {"overhead_us", {{"p50", row.overhead_p50_us}, {"p99", row.overhead_p99_us}}},
+          {"landed_us", {{"p50", row.landed_p50_us}, {"p99", row.landed_p99_us}}},
+          {"seen_us", {{"p50", row.seen_p50_us}, {"p99", row.seen_p99_us}}},
           {"scheduler_cpu_us_per_job", row.cpu_us_per_job},
           {"scheduler_cpu_us_per_job_rank", row.cpu_us_per_job_rank},
           {"scheduler_loop_cpu_us_per_job", row.loop_cpu_us_per_job},
@@ -89,7 +91,7 @@ int run(OffloadArgs& args) {
             << options.jobs_in_flight << " jobs of " << options.chunks_per_job << " chunks x "
             << options.blocks_per_chunk << " blocks in flight, " << options.seconds << " s per row\n";
   Table table({"BLOCK", "MIX", "PATH", "GB/s", "OF CEIL", "SETTLE p50 us", "p99", "COPY p50", "OVERHEAD p50", "p99",
-               "CPU us/job", "/rank", "SLEEPS/job", "REPORTS/s"},
+               "LANDED p99", "SEEN p99", "CPU us/job", "/rank", "SLEEPS/job", "REPORTS/s"},
               {Table::Align::kRight, Table::Align::kLeft, Table::Align::kLeft});
   for (const bench::OffloadRow& row : result.rows) {
     const bool ceiling = row.path == bench::OffloadPath::kCopyEngine;
@@ -97,6 +99,7 @@ int run(OffloadArgs& args) {
     table.add_row({format_bytes(row.block_bytes), bench::mix_name(row.mix), bench::path_name(row.path),
                    fixed(row.gb_per_second, 2), fixed(100 * row.of_ceiling, 1) + "%", cell(row.settle_p50_us),
                    cell(row.settle_p99_us), cell(row.copy_p50_us), cell(row.overhead_p50_us), cell(row.overhead_p99_us),
+                   cell(row.landed_p99_us), cell(row.seen_p99_us),
                    ceiling ? "-" : fixed(row.cpu_us_per_job, 2), ceiling ? "-" : fixed(row.cpu_us_per_job_rank, 2),
                    ceiling ? "-" : fixed(row.sleeps_per_job, 2), ceiling ? "-" : fixed(row.reports_per_second, 0)});
   }

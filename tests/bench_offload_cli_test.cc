@@ -42,6 +42,8 @@ TEST_CASE("every mix has its three rows, each with its figures, and the sample v
     CHECK(row["settle_us"]["p99"].get<double>() >= row["settle_us"]["p50"].get<double>());
     CHECK(row["copy_us"]["p50"].get<double>() > 0);
     CHECK(row["overhead_us"]["p50"].is_number());
+    CHECK(row["landed_us"]["p99"].is_number());
+    CHECK(row["seen_us"]["p99"].is_number());
     CHECK(row["scheduler_cpu_us_per_job"].get<double>() > 0);
     // The loop's CPU holds the protocol's calls and more (the driver, the clock reads).
     CHECK(row["scheduler_loop_cpu_us_per_job"].get<double>() >= row["scheduler_cpu_us_per_job"].get<double>());

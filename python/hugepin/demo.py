@@ -339,6 +339,17 @@ def _offload(scheduler, workers, info, jobs: int, per_job: int, failures: list):
         counts[op] += 1
         return job
 
+    def take_back(want: int, timeout: float) -> None:
+        # On the GPU a rank's release comes from its stream, after its reply: wait for the fence.
+        deadline = time.monotonic() + timeout
+        while True:
+            for chunk in scheduler.reusable():
+                retired.discard(chunk)
+                free.append(chunk)
+            if len(free) >= want or not retired or time.monotonic() >= deadline:
+                return
+            scheduler.poll(0.01)
+
     last = []
     for step in range(jobs):
         if len(free) < per_job:
@@ -357,9 +368,8 @@ def _offload(scheduler, workers, info, jobs: int, per_job: int, failures: list):
         for worker in workers:
             worker.request({"op": "release", "epoch": epoch - 1})
         scheduler.poll(0)
-        for chunk in scheduler.reusable():
-            retired.discard(chunk)
-            free.append(chunk)
+        take_back(per_job, 10.0)  # at once when enough are free (or nothing waits on the fence)
+    take_back(info.chunk_count, 10.0)  # every retired chunk back through the fence
     versions = {str(chunk): version for chunk, version in stored.items()}
     for worker in workers:
         reply = worker.request({"op": "verify", "versions": versions}, timeout=120)
