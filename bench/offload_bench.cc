@@ -8,6 +8,8 @@
 #include <cmath>
 #include <iostream>
 #include <span>
+#include <sstream>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -238,6 +240,7 @@ struct Measured {
   double protocol_cpu_ns = 0;  // in the protocol's calls, less the clock reads
   int64_t loop_cpu_ns = 0;     // the whole scheduler thread, less the jobs' delivery
   int64_t sleeps = 0;          // its voluntary context switches
+  int64_t ranks_cpu_ns = 0;    // the rank processes' CPU, summed
 };
 
 class OffloadRun {
@@ -399,6 +402,7 @@ class OffloadRun {
     int64_t delivery_end = 0;
     ProtocolCpu protocol_end;
     int64_t sleeps_end = 0;
+    int64_t ranks_cpu_end = 0;
     auto run = [&](Mix run_mix, int64_t until, bool timed, uint64_t stop_after_stored) {
       bool store_next = true;
       while (real_os().monotonic_ns() < until && cache.stored() < stop_after_stored) {
@@ -417,6 +421,7 @@ class OffloadRun {
       delivery_end = path.delivery_cpu_ns;
       protocol_end = path.cpu;
       sleeps_end = voluntary_switches();
+      ranks_cpu_end = ranks_cpu_ns();
       while (!open.empty()) {  // let the rest land; outside the window they do not count
         path.progress(1'000'000, &settled);
         settle(timed, until);
@@ -431,6 +436,7 @@ class OffloadRun {
     const int64_t delivery_before = path.delivery_cpu_ns;
     const ProtocolCpu protocol_before = path.cpu;
     const int64_t sleeps_before = voluntary_switches();
+    const int64_t ranks_cpu_before = ranks_cpu_ns();
     const int64_t cpu_start = thread_cpu_ns();
     const int64_t start = real_os().monotonic_ns();
     const int64_t window_end = start + static_cast<int64_t>(options_.seconds * 1e9);
@@ -441,6 +447,7 @@ class OffloadRun {
         std::max(0.0, static_cast<double>(protocol_end.ns - protocol_before.ns) -
                           clock_cost * static_cast<double>(protocol_end.spans - protocol_before.spans));
     measured.sleeps = sleeps_end - sleeps_before;
+    measured.ranks_cpu_ns = ranks_cpu_end - ranks_cpu_before;
     measured.reports = path.reports - reports_before;
     for (const Settled& job : measured.jobs) {
       if (job.gpu_done_ns == 0) continue;  // hugepin: filled in by collect_timings
@@ -462,6 +469,28 @@ class OffloadRun {
     measured->overhead_us.push_back((job.quorum_ns - times.gpu_done_ns) / 1e3);
     measured->landed_us.push_back((times.landed_ns - times.gpu_done_ns) / 1e3);
     measured->seen_us.push_back((job.quorum_ns - times.landed_ns) / 1e3);
+  }
+
+  // The rank processes' CPU so far (every thread; /proc/PID/stat, in clock ticks of 10 ms: a
+  // row of seconds reads it to about 1%).
+  int64_t ranks_cpu_ns() const {
+    static const long ticks_per_second = sysconf(_SC_CLK_TCK);
+    int64_t total = 0;
+    for (uint32_t rank = 0; rank < ranks_.ranks(); ++rank) {
+      std::string stat;
+      if (real_os().read_file(cat("/proc/", ranks_.pid(rank), "/stat"), &stat) != 0) continue;
+      const size_t name_end = stat.rfind(')');
+      if (name_end == std::string::npos) continue;
+      std::istringstream fields(stat.substr(name_end + 1));
+      std::string field;
+      uint64_t utime = 0, stime = 0;
+      for (int i = 3; i <= 15 && fields >> field; ++i) {  // field 3 is the state; 14 utime, 15 stime
+        if (i == 14) utime = std::stoull(field);
+        if (i == 15) stime = std::stoull(field);
+      }
+      total += static_cast<int64_t>((utime + stime) * 1'000'000'000 / ticks_per_second);
+    }
+    return total;
   }
 
   // Every stored chunk retired and back through the fence, so the next row starts clean.
@@ -521,6 +550,7 @@ class OffloadRun {
     row->cpu_us_per_job_rank = row->cpu_us_per_job / geometry_.ranks();
     row->loop_cpu_us_per_job = static_cast<double>(m.loop_cpu_ns) / 1e3 / jobs;
     row->sleeps_per_job = static_cast<double>(m.sleeps) / jobs;
+    row->ranks_cpu_us_per_job = static_cast<double>(m.ranks_cpu_ns) / 1e3 / jobs;
     row->reports_per_second = static_cast<double>(m.reports) / m.seconds;
   }
 

@@ -85,6 +85,7 @@ struct OffloadRow {
   double cpu_us_per_job_rank = 0;   // the same per rank
   double loop_cpu_us_per_job = 0;   // the whole scheduler thread's, the benchmark's driver too
   double sleeps_per_job = 0;        // times the scheduler thread went to sleep, per job
+  double ranks_cpu_us_per_job = 0;  // every rank process's CPU (all threads), summed, per job
   double reports_per_second = 0;    // reports the scheduler took (engine way: completions)
   uint64_t chunks_checked = 0;      // host chunk copies checked after the row, over ranks
   uint64_t slots_checked = 0;       // GPU slots checked after the row, over ranks

@@ -43,6 +43,7 @@ Json row_json(const bench::OffloadRow& row) {
           {"scheduler_cpu_us_per_job_rank", row.cpu_us_per_job_rank},
           {"scheduler_loop_cpu_us_per_job", row.loop_cpu_us_per_job},
           {"scheduler_sleeps_per_job", row.sleeps_per_job},
+          {"ranks_cpu_us_per_job", row.ranks_cpu_us_per_job},
           {"reports_per_second", row.reports_per_second},
           {"chunks_checked", row.chunks_checked},
           {"slots_checked", row.slots_checked}};
@@ -91,7 +92,7 @@ int run(OffloadArgs& args) {
             << options.jobs_in_flight << " jobs of " << options.chunks_per_job << " chunks x "
             << options.blocks_per_chunk << " blocks in flight, " << options.seconds << " s per row\n";
   Table table({"BLOCK", "MIX", "PATH", "GB/s", "OF CEIL", "SETTLE p50 us", "p99", "COPY p50", "OVERHEAD p50", "p99",
-               "LANDED p99", "SEEN p99", "CPU us/job", "/rank", "SLEEPS/job", "REPORTS/s"},
+               "LANDED p99", "SEEN p99", "CPU us/job", "/rank", "SLEEPS/job", "RANKS CPU us/job", "REPORTS/s"},
               {Table::Align::kRight, Table::Align::kLeft, Table::Align::kLeft});
   for (const bench::OffloadRow& row : result.rows) {
     const bool ceiling = row.path == bench::OffloadPath::kCopyEngine;
@@ -101,7 +102,8 @@ int run(OffloadArgs& args) {
                    cell(row.settle_p99_us), cell(row.copy_p50_us), cell(row.overhead_p50_us), cell(row.overhead_p99_us),
                    cell(row.landed_p99_us), cell(row.seen_p99_us),
                    ceiling ? "-" : fixed(row.cpu_us_per_job, 2), ceiling ? "-" : fixed(row.cpu_us_per_job_rank, 2),
-                   ceiling ? "-" : fixed(row.sleeps_per_job, 2), ceiling ? "-" : fixed(row.reports_per_second, 0)});
+                   ceiling ? "-" : fixed(row.sleeps_per_job, 2), ceiling ? "-" : fixed(row.ranks_cpu_us_per_job, 1),
+                   ceiling ? "-" : fixed(row.reports_per_second, 0)});
   }
   std::cout << table.render();
   std::cout << "checked after each row: " << result.chunks_checked << " host chunk copies and " << result.slots_checked

@@ -48,6 +48,7 @@ TEST_CASE("every mix has its three rows, each with its figures, and the sample v
     // The loop's CPU holds the protocol's calls and more (the driver, the clock reads).
     CHECK(row["scheduler_loop_cpu_us_per_job"].get<double>() >= row["scheduler_cpu_us_per_job"].get<double>());
     CHECK(row["scheduler_sleeps_per_job"].get<double>() >= 0);
+    CHECK(row["ranks_cpu_us_per_job"].get<double>() > 0);  // the ranks copy with memcpy here
     CHECK(row["reports_per_second"].get<double>() > 0);
     CHECK(row["chunks_checked"].get<uint64_t>() > 0);
   }
