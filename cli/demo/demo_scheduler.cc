@@ -49,7 +49,7 @@ class Engine {
       config_.check_interrupted();
       const double elapsed = ms_since(start) / 1000.0;
       const bool running = elapsed < config_.seconds;
-      session_.drain(1'000'000);  // wakes on the rings' doorbell
+      session_.drain(1'000'000);  // wakes when a job may have settled (the report gate)
       settle();
       if (!check_workers()) return stop(start, /*stopped_by_dead_rank=*/true);
       if (!killed && config_.kill_rank >= 0 && elapsed >= config_.kill_after) {
