@@ -81,7 +81,8 @@ class RankAttachment {
   // posts it, waiting while the ring is full. Throws Error (EAGAIN) when the wait passes the post
   // timeout: the report is not posted.
   void post(ReportKind kind, uint64_t value, uint32_t flags = 0);
-  // Stamps and posts every report of `reports` in order, waiting while the ring is full. Throws
+  // Stamps and posts every report of `reports` in order, waiting while the ring is full (for at
+  // most the post timeout in all, however many ring-fulls the batch holds). Throws
   // Error (EAGAIN) naming how many were posted when the wait passes the post timeout.
   void post_batch(std::span<Report> reports);
   // Stamps and posts as many of `reports` as fit now, in order; returns how many (0: full).

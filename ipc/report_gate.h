@@ -2,7 +2,8 @@
 //
 // Every report of a rank on its ring is counted here after it is published. The scheduler knows
 // how many more reports must come before anything can happen (a job reach quorum: its fewest
-// missing ranks; a retired chunk pass the fence: its slowest ranks' releases), so it sleeps
+// missing ranks; the all-rank epoch advance, and a retired chunk pass the fence: its slowest
+// ranks' compute-releases), so it sleeps
 // until that many were counted, not until the next one. At TP x PP ranks every job's reports
 // come one per rank, close together: waking on each cost the scheduler a sleep and a wake per
 // report (measured on the H200 host: 12-24 us of its CPU per job and rank, most of it in the

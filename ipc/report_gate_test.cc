@@ -7,6 +7,7 @@
 #include <memory>
 #include <random>
 #include <thread>
+#include <vector>
 
 #include "ipc/report_gate.h"
 #include "tests/support/fault_os.h"
@@ -87,19 +88,23 @@ TEST_CASE("an urgent report wakes the sleeper whatever its target") {
   CHECK(os.wakes == 1);
 }
 
-TEST_CASE("no wake-up is lost: a producer thread against a sleeper that waits for 1 to 4 at a time") {
+TEST_CASE("no wake-up is lost: producer threads against a sleeper that waits for 1 to 4 at a time") {
   Os& os = real_os();
   auto gate = std::make_unique<ReportGate>();
-  constexpr uint64_t kReports = 200'000;
-  std::atomic<uint64_t> published{0};  // plays the rings: what the producer made visible
-  std::thread producer([&] {
-    std::mt19937 random(7);
-    for (uint64_t i = 0; i < kReports; ++i) {
-      published.fetch_add(1, std::memory_order_release);
-      gate->count(os, 1, 0);
-      if (random() % 64 == 0) std::this_thread::yield();  // let the sleeper fall asleep often
-    }
-  });
+  constexpr uint64_t kProducers = 4;
+  constexpr uint64_t kReports = 200'000;  // over all producers
+  std::atomic<uint64_t> published{0};  // plays the rings: what the producers made visible
+  std::vector<std::thread> producers;
+  for (uint64_t p = 0; p < kProducers; ++p) {
+    producers.emplace_back([&, p] {
+      std::mt19937 random(7 + p);
+      for (uint64_t i = 0; i < kReports / kProducers; ++i) {
+        published.fetch_add(1, std::memory_order_release);
+        gate->count(os, 1, 0);
+        if (random() % 64 == 0) std::this_thread::yield();  // let the sleeper fall asleep often
+      }
+    });
+  }
   std::mt19937 random(11);
   uint64_t seen = 0;
   uint64_t timeouts = 0;
@@ -112,7 +117,7 @@ TEST_CASE("no wake-up is lost: a producer thread against a sleeper that waits fo
     // A lost wake-up shows as a wait that times out although its target was met.
     if (!gate->wait(os, mark, want, kLongEnough)) ++timeouts;
   }
-  producer.join();
+  for (std::thread& producer : producers) producer.join();
   CHECK(timeouts == 0);
   CHECK(gate->posted.load() == kReports);
 }

@@ -39,12 +39,12 @@ JobId CompletionQuorum::open(JobKind kind, std::span<const ChunkId> chunks) {
   while (slot(id).id != 0) ++id;
   next_id_ = id + 1;
   Job& job = slot(id);
+  job.chunks.assign(chunks.begin(), chunks.end());  // first: it may throw, and the slot stays free
   job.id = id;
   job.unsettled = ranks_;
   job.awaiting_exit = 0;
   job.kind = kind;
   job.failed = false;
-  job.chunks.assign(chunks.begin(), chunks.end());
   std::fill_n(bits(id), words_, 0);
   ++open_jobs_;
   ++jobs_by_unsettled_[ranks_];

@@ -111,12 +111,12 @@ class OffloadScheduler {
   // epoch can touch any chunk. What unmapping a region should wait for.
   bool quiescent() const;
 
-  // The fewest reports (of any ranks) after which a job could settle or a retired chunk pass the
-  // fence: what a scheduler that sleeps waits for (ipc/report_gate.h). 0 when nothing waits on a
-  // report.
+  // The fewest reports (of any ranks) after which a job could settle or the all-rank epoch
+  // advance (a retired chunk pass the fence): what a scheduler that sleeps waits for
+  // (ipc/report_gate.h). 0 when nothing waits on a report.
   uint32_t reports_before_progress() const {
     const uint32_t jobs = quorum_.fewest_unsettled();
-    const uint32_t fence = fence_.releases_before_pass();
+    const uint32_t fence = fence_.releases_before_advance();
     if (jobs == 0 || fence == 0) return std::max(jobs, fence);
     return std::min(jobs, fence);
   }

@@ -92,11 +92,11 @@ class RetirementFence {
   // member. REQUIRES: rank < ranks.
   void join(uint32_t rank);
 
-  // The fewest compute-release reports before the oldest queued chunk can pass: the member ranks
-  // still at the all-rank epoch each owe one. 0 when nothing waits on a release (no chunk queued,
-  // the oldest passed already, the barrier waived, or no members).
-  uint32_t releases_before_pass() const {
-    if (queued_ == 0 || front_passed() || barrier_ == ComputeBarrier::kWaived || members_ == 0) return 0;
+  // The fewest compute-release reports before the all-rank epoch can advance (and with it the
+  // oldest queued chunk pass): the member ranks still at it each owe one. 0 when no release can
+  // advance it: every closed epoch released by every member, or no members.
+  uint32_t releases_before_advance() const {
+    if (members_ == 0 || min_ + 1 >= current_) return 0;
     return counts_[min_ & counts_mask_];
   }
 

@@ -133,24 +133,27 @@ TEST_CASE("bad sizes are refused") {
 
 namespace hugepin {
 
-TEST_CASE("releases_before_pass: the slowest ranks each owe a release before the oldest chunk passes") {
+TEST_CASE("releases_before_advance: the slowest members each owe a release before the all-rank epoch moves") {
   RetirementFence fence(3, 4, ComputeBarrier::kRequired);
-  CHECK(fence.releases_before_pass() == 0);  // nothing queued
-  fence.retire(2);  // stamp 1
-  CHECK(fence.releases_before_pass() == 3);
+  CHECK(fence.releases_before_advance() == 0);  // no closed epoch to release yet
+  fence.retire(2);                               // stamp 1
+  CHECK(fence.releases_before_advance() == 0);  // epoch 1 is still open: no release can come
   fence.begin_epoch();
+  CHECK(fence.releases_before_advance() == 3);
   fence.begin_epoch();  // current 3
   fence.release(0, 2);
-  CHECK(fence.releases_before_pass() == 2);
+  CHECK(fence.releases_before_advance() == 2);
   fence.release(1, 1);
-  CHECK(fence.releases_before_pass() == 1);
+  CHECK(fence.releases_before_advance() == 1);
   fence.leave(2);  // its process is gone: it owes nothing
   CHECK(fence.front_passed());
-  CHECK(fence.releases_before_pass() == 0);  // passed: waits for no report
+  CHECK(fence.releases_before_advance() == 1);  // rank 1 is still behind closed epoch 2
+  fence.release(1, 2);
+  CHECK(fence.releases_before_advance() == 0);  // every closed epoch released
 
-  RetirementFence waived(2, 4, ComputeBarrier::kWaived);
-  waived.retire(1);
-  CHECK(waived.releases_before_pass() == 0);
+  RetirementFence waived(2, 4, ComputeBarrier::kWaived);  // the epoch still advances on releases
+  waived.begin_epoch();
+  CHECK(waived.releases_before_advance() == 2);
 }
 
 }  // namespace hugepin

@@ -187,7 +187,14 @@ uint64_t SchedulerSession::reports_to_wait_for() const {
 
 void SchedulerSession::apply(const Report& report) {
   const ReportVerdict verdict = scheduler_.apply(report);
-  if (report.rank < last_heard_.size()) last_heard_[report.rank] = os_->monotonic_ns();
+  if (report.rank < last_heard_.size()) {
+    // When the rank posted it (never later than now): a report may wait on the ring until a job
+    // can settle (the report gate), and a late-applied heartbeat must not make a silent rank
+    // look alive.
+    const int64_t now = os_->monotonic_ns();
+    const auto posted = static_cast<int64_t>(std::min<uint64_t>(report.time_ns, static_cast<uint64_t>(now)));
+    last_heard_[report.rank] = std::max(last_heard_[report.rank], posted);
+  }
   if (verdict != ReportVerdict::kApplied || report.kind != ReportKind::kAttach) return;
   try {
     watch_.watch(report.rank, static_cast<pid_t>(report.value));

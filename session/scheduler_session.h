@@ -75,8 +75,9 @@ class SchedulerSession {
   // quarantined, too many jobs open).
   JobId dispatch(JobKind kind, std::span<const ChunkId> chunks);
   // Applies every report waiting on the rings. When there is none, waits up to `timeout_ns` (0: no
-  // wait; negative: no limit) for progress: enough reports that a job could settle or a retired
-  // chunk pass the fence, or a rank failing a copy, attaching or detaching (reports that cannot
+  // wait; negative: no limit) for progress: enough reports that a job could settle or the
+  // all-rank epoch advance (a retired chunk pass the fence), or a rank failing a copy, attaching
+  // or detaching (reports that cannot
   // settle anything alone stay on the rings meanwhile: the ranks wake this thread about once per
   // job, not once per report; ipc/report_gate.h). Then notices silent ranks and rank processes
   // that are gone (every call that applied nothing, and every 10 ms while reports flow).

@@ -219,8 +219,8 @@ int main(int argc, char** argv) {
       waitpid(pid, &status, 0);
       failed += !WIFEXITED(status) || WEXITSTATUS(status) != 0;
     }
-    // The workers detached and exited: drain() notices the processes are gone (within 10 ms while
-    // reports flow), their ranks leave the fence, and the chunks come back.
+    // The workers detached and exited: drain() notices the processes are gone (at each wait that
+    // ends without progress, 10 ms here), their ranks leave the fence, and the chunks come back.
     size_t reusable = 0;
     for (int i = 0; i < 500 && reusable < chunks; ++i) {
       scheduler.drain(10'000'000);

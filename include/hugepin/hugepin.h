@@ -322,7 +322,8 @@ HUGEPIN_API int hugepin_scheduler_dispatch(hugepin_scheduler* scheduler, hugepin
                                            const hugepin_chunk_id* chunks, size_t count, hugepin_job_id* job);
 /* Applies every report waiting on the rings. When there is none, first waits up to `timeout_ns`
  * (0: do not wait; negative: no limit) for progress: enough reports that a job could reach
- * quorum or a retired chunk pass the fence, or a rank failing a copy, attaching or detaching.
+ * quorum or the all-rank epoch advance (a retired chunk pass the fence), or a rank failing a
+ * copy, attaching or detaching.
  * (Reports that settle nothing alone, such as the first ranks' reports of a job, wait on the
  * rings meanwhile: the ranks wake the scheduler about once per job, not once per report.) Then
  * notices rank processes that exited (their jobs fail; their chunks stay quarantined until the

@@ -179,10 +179,11 @@ class Scheduler:
 
     def poll(self, timeout: float | None = 0.0) -> Progress:
         """Applies every report waiting on the rings; when there is none, first waits up to `timeout`
-        seconds (0: do not wait; None: no limit) until a job could reach quorum, a retired chunk
-        pass the fence, or a rank fails a copy, attaches or detaches. Then notices rank processes that exited (their jobs fail; their
-        chunks stay quarantined until the process is gone), and takes the jobs that completed (every
-        rank reported them) and failed since the last poll, oldest first."""
+        seconds (0: do not wait; None: no limit) until a job could reach quorum, the all-rank epoch
+        advance (a retired chunk pass the fence), or a rank fails a copy, attaches or detaches.
+        Then notices rank processes that exited (their jobs fail; their chunks stay quarantined
+        until the process is gone), and takes the jobs that completed (every rank reported them)
+        and failed since the last poll, oldest first."""
         applied = ctypes.c_size_t()
         self._check(_abi.lib.hugepin_scheduler_drain(self._handle, _args.timeout_ns(timeout), ctypes.byref(applied)))
         count = ctypes.c_size_t()

@@ -176,8 +176,8 @@ def test_a_wait_that_runs_out_returns_false(arena):
 
 
 def test_the_gil_is_released_while_the_library_waits(arena):
-    """The main thread keeps running Python while another thread sleeps in poll() on the rings'
-    doorbell; with the GIL held it could not run between the call's start and end."""
+    """The main thread keeps running Python while another thread sleeps in poll() on the report
+    gate; with the GIL held it could not run between the call's start and end."""
     with hugepin.Scheduler.create(arena, hugepin.Plan.from_dict(tp2_plan_input())) as scheduler:
         inside = []
 

@@ -23,7 +23,7 @@ def start(scheduler, arena):
 
 
 def poll_for(scheduler, seconds: float, keep_alive=None):
-    """Polls for `seconds` (each poll returns early when a report arrives), rank 0 heartbeating
+    """Polls for `seconds` (each poll returns early when a job may settle), rank 0 heartbeating
     every 0.1 s when `keep_alive` is given; yields each poll's Progress."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
