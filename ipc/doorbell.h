@@ -41,6 +41,17 @@ inline constexpr int64_t kUnfencedSleepNs = 1'000'000;
 // Spins one iteration politely (the x86 `pause` instruction).
 void cpu_relax();
 
+// The moment `timeout_ns` from now on the monotonic clock; -1 (none) for a negative timeout.
+inline int64_t deadline_after(Os& os, int64_t timeout_ns) {
+  return timeout_ns < 0 ? -1 : os.monotonic_ns() + timeout_ns;
+}
+// Nanoseconds left until `deadline`: -1 (no limit) when there is none, 0 once it has passed.
+inline int64_t time_left(Os& os, int64_t deadline) {
+  if (deadline < 0) return -1;
+  const int64_t left = deadline - os.monotonic_ns();
+  return left > 0 ? left : 0;
+}
+
 namespace detail {
 // 0: not asked yet in this process; 1: registered for the heavy barrier; -1: refused.
 extern std::atomic<int> asymmetric_barrier_state;
@@ -94,7 +105,7 @@ struct alignas(kCacheLinePair) Doorbell {
 template <typename Ready>
 bool Doorbell::wait(Os& os, Ready&& ready, int64_t timeout_ns) {
   if (ready()) return true;
-  const int64_t deadline = timeout_ns < 0 ? -1 : os.monotonic_ns() + timeout_ns;
+  const int64_t deadline = deadline_after(os, timeout_ns);
   for (;;) {
     // Acquire pairs with the release bump of `word` in ring().
     const uint32_t seen = word.load(std::memory_order_acquire);
@@ -107,13 +118,10 @@ bool Doorbell::wait(Os& os, Ready&& ready, int64_t timeout_ns) {
       sleepers.fetch_sub(1, std::memory_order_relaxed);
       return true;
     }
-    int64_t remaining = -1;
-    if (deadline >= 0) {
-      remaining = deadline - os.monotonic_ns();
-      if (remaining <= 0) {
-        sleepers.fetch_sub(1, std::memory_order_relaxed);
-        return false;
-      }
+    int64_t remaining = time_left(os, deadline);
+    if (remaining == 0) {
+      sleepers.fetch_sub(1, std::memory_order_relaxed);
+      return false;
     }
     if (!fenced && (remaining < 0 || remaining > kUnfencedSleepNs)) remaining = kUnfencedSleepNs;
     os.futex_wait(&word, seen, remaining);  // woken, spurious, EAGAIN, EINTR, timed out: re-check

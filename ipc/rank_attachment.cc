@@ -211,15 +211,14 @@ void RankAttachment::post_batch(std::span<Report> reports) {
   if (!attached()) throw Error(cat("rank ", rank_, " is not attached: cannot post"));
   segment_.check_intact();
   stamp(reports);
-  const int64_t deadline = post_timeout_ns_ < 0 ? -1 : os_->monotonic_ns() + post_timeout_ns_;
+  const int64_t deadline = deadline_after(*os_, post_timeout_ns_);
   size_t posted = 0;
   for (;;) {
     const auto count = static_cast<uint32_t>(std::min<size_t>(reports.size() - posted, UINT32_MAX));
     posted += publish(reports.data() + posted, count);
     segment_.check_intact();  // a truncated ring reads as capacity 0: no progress, ever
     if (posted == reports.size()) return;
-    int64_t remaining = -1;  // no limit
-    if (deadline >= 0) remaining = std::max<int64_t>(0, deadline - os_->monotonic_ns());
+    const int64_t remaining = time_left(*os_, deadline);
     if (remaining == 0 || !ring_->wait_for_space(*os_, remaining)) {
       throw Error(cat("the report ring of rank ", rank_, " stayed full for ", post_timeout_ns_ / 1'000'000,
                       " ms (the scheduler is not consuming): posted ", posted, " of ", reports.size(), " reports"),

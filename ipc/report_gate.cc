@@ -28,7 +28,7 @@ bool ReportGate::wait(Os& os, const GateMark& since, uint64_t gated, int64_t tim
     return posted.load(std::memory_order_seq_cst) >= target || urgent.load(std::memory_order_seq_cst) != since.urgent;
   };
   if (met()) return true;
-  const int64_t deadline = timeout_ns < 0 ? -1 : os.monotonic_ns() + timeout_ns;
+  const int64_t deadline = deadline_after(os, timeout_ns);
   wake_at.store(target, std::memory_order_seq_cst);
   for (;;) {
     // Acquire pairs with the release bump of `word` in count().
@@ -38,13 +38,10 @@ bool ReportGate::wait(Os& os, const GateMark& since, uint64_t gated, int64_t tim
       sleepers.fetch_sub(1, std::memory_order_relaxed);
       return true;
     }
-    int64_t remaining = -1;
-    if (deadline >= 0) {
-      remaining = deadline - os.monotonic_ns();
-      if (remaining <= 0) {
-        sleepers.fetch_sub(1, std::memory_order_relaxed);
-        return false;
-      }
+    const int64_t remaining = time_left(os, deadline);
+    if (remaining == 0) {
+      sleepers.fetch_sub(1, std::memory_order_relaxed);
+      return false;
     }
     os.futex_wait(&word, seen, remaining);  // woken, spurious, EAGAIN, EINTR, timed out: re-check
     sleepers.fetch_sub(1, std::memory_order_relaxed);

@@ -176,17 +176,13 @@ bool ReportRing::has_data() const {
 }
 
 uint32_t ReportRing::push_wait(Os& os, const Report* records, uint32_t count, int64_t timeout_ns) {
-  const int64_t deadline = timeout_ns < 0 ? -1 : os.monotonic_ns() + timeout_ns;
+  const int64_t deadline = deadline_after(os, timeout_ns);
   uint32_t written = 0;
   for (;;) {
     written += push_batch(os, records + written, count - written);
     if (written == count) return written;
-    int64_t remaining = -1;
-    if (deadline >= 0) {
-      remaining = deadline - os.monotonic_ns();
-      if (remaining <= 0) return written;
-    }
-    if (!wait_for_space(os, remaining)) return written;
+    const int64_t remaining = time_left(os, deadline);
+    if (remaining == 0 || !wait_for_space(os, remaining)) return written;
   }
 }
 

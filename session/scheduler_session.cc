@@ -163,16 +163,13 @@ size_t SchedulerSession::apply_waiting() {
 }
 
 size_t SchedulerSession::wait_and_apply(int64_t timeout_ns) {
-  const int64_t deadline = timeout_ns < 0 ? -1 : os_->monotonic_ns() + timeout_ns;
+  const int64_t deadline = deadline_after(*os_, timeout_ns);
   for (;;) {
     // The mark before consuming: whatever was counted by then is on the rings now.
     const GateMark mark = control_.report_mark();
     if (const size_t applied = apply_waiting(); applied > 0) return applied;
-    int64_t remaining = -1;
-    if (deadline >= 0) {
-      remaining = deadline - os_->monotonic_ns();
-      if (remaining <= 0) return 0;
-    }
+    const int64_t remaining = time_left(*os_, deadline);
+    if (remaining == 0) return 0;
     if (!control_.wait_for_reports(mark, reports_to_wait_for(), remaining)) return apply_waiting();
   }
 }
