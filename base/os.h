@@ -107,6 +107,10 @@ class Os {
 
   // Threads: pin the calling thread to `cpus` (an empty list is a no-op).
   virtual int set_thread_cpus(const std::vector<int>& cpus) = 0;
+  // Threads: how late the kernel may wake the calling thread's timed sleeps, so that it can
+  // batch wake-ups (prctl(PR_SET_TIMERSLACK); the default is 50 us, too coarse for a thread that
+  // polls every few tens of microseconds). Returns 0 or -errno.
+  virtual int set_timer_slack_ns(uint64_t ns) = 0;
 
   // Processes: kill(2). Signal 0 only checks that `pid` exists (-ESRCH when it does not, -EPERM
   // when it exists but belongs to another user).

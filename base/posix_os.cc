@@ -5,11 +5,11 @@
 #include <numaif.h>
 #include <pthread.h>
 #include <sched.h>
+#include <sys/eventfd.h>
 #include <sys/file.h>
 #include <sys/mman.h>
-#include <sys/file.h>
-#include <sys/eventfd.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -238,6 +238,10 @@ class PosixOs final : public Os {
     // move_pages with nodes == NULL only reports where each page is; it moves nothing.
     long result = ::syscall(SYS_move_pages, 0, count, pages, nullptr, nodes, 0);
     return result < 0 ? -errno : 0;
+  }
+
+  int set_timer_slack_ns(uint64_t ns) override {
+    return ::prctl(PR_SET_TIMERSLACK, static_cast<unsigned long>(ns), 0UL, 0UL, 0UL) < 0 ? -errno : 0;
   }
 
   int set_thread_cpus(const std::vector<int>& cpus) override {

@@ -254,7 +254,7 @@ class OffloadRun {
         slots_(gpu_blocks() / options.blocks_per_chunk),
         ranks_(geometry_.ranks(), [this, gpus](uint32_t rank, int channel) {
           OffloadWorkerSetup setup{arena_, rank, options_.tp, channel, gpus > 0 ? static_cast<int>(rank % gpus) : -1,
-                                   gpu_blocks(), options_.poll_interval_ns};
+                                   gpu_blocks(), options_.poll_interval_ns, options_.completion_poll_ns};
           run_offload_worker(setup);
         }) {
     for (uint32_t rank = 0; rank < geometry_.ranks(); ++rank) ranks_.spawn(rank);

@@ -55,6 +55,9 @@ struct OffloadBenchOptions {
   uint64_t blocks_per_chunk = 16;
   int64_t poll_interval_ns = 50'000;  // the engine way's event polling
   int64_t step_ns = 2'000'000;        // the hugepin row's compute epochs
+  // The ranks' CUDA engines: 0, completion calls wait asleep on their events; > 0, they poll
+  // them this often (CopyEngineOptions::completion_poll_ns).
+  int64_t completion_poll_ns = 0;
   // Called at every step; throws to stop the run (Ctrl-C). The arena and the ranks go as it unwinds.
   std::function<void()> check_interrupted = [] {};
 };

@@ -20,9 +20,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-WorkerSessionOptions timed() {
+WorkerSessionOptions timed(int64_t completion_poll_ns) {
   WorkerSessionOptions options;
   options.time_copies = true;
+  options.engine.completion_poll_ns = completion_poll_ns;
   return options;
 }
 
@@ -30,7 +31,7 @@ class OffloadWorker {
  public:
   explicit OffloadWorker(const OffloadWorkerSetup& setup)
       : setup_(setup),
-        session_(real_os(), setup.arena, setup.rank % setup.tp, setup.rank / setup.tp, timed()),
+        session_(real_os(), setup.arena, setup.rank % setup.tp, setup.rank / setup.tp, timed(setup.completion_poll_ns)),
         geometry_(session_.geometry()),
         random_(setup.rank + 1) {
     if (setup.device >= 0) session_.pin(setup.device);

@@ -17,6 +17,7 @@ struct OffloadWorkerSetup {
   int device = -1;        // GPU, or -1 for the host backend
   uint64_t gpu_blocks = 0;
   int64_t poll_interval_ns = 50'000;  // the engines' way: how often a waiting rank checks its events
+  int64_t completion_poll_ns = 0;     // CopyEngineOptions::completion_poll_ns
 };
 
 // Runs until kStop, then exits the process: 0, or 1 after one line on stderr.

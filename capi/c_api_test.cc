@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -108,13 +109,21 @@ TEST_CASE("workers: null handles, unknown arenas, ranks and pairs out of range")
   CHECK(hugepin_worker_attach(arena.name.c_str(), 2, 0, nullptr, &worker) == -ERANGE);
   CHECK(says("outside arena"));
   CHECK(hugepin_worker_attach(arena.name.c_str(), 0, 1, nullptr, &worker) == -ERANGE);
+  hugepin_worker_options polling = HUGEPIN_WORKER_OPTIONS_INIT;
+  polling.completion_poll_ns = -1;
+  CHECK(hugepin_worker_attach(arena.name.c_str(), 0, 0, &polling, &worker) == -EINVAL);
+  CHECK(says("completion_poll_ns = -1"));
   CHECK(worker == nullptr);
   CHECK(hugepin_worker_pin(nullptr, 0) == -EINVAL);
   CHECK(says("worker is NULL"));
   CHECK(hugepin_worker_store(nullptr, 1, nullptr, 0, nullptr) == -EINVAL);
   CHECK(hugepin_worker_detach(nullptr) == 0);
 
-  REQUIRE(hugepin_worker_attach(arena.name.c_str(), 0, 0, nullptr, &worker) == 0);
+  // A caller compiled before completion_poll_ns existed: the library reads only what it set.
+  hugepin_worker_options older = HUGEPIN_WORKER_OPTIONS_INIT;
+  older.completion_poll_ns = -1;  // beyond the older size: never read
+  older.struct_size = offsetof(hugepin_worker_options, completion_poll_ns);
+  REQUIRE(hugepin_worker_attach(arena.name.c_str(), 0, 0, &older, &worker) == 0);
   hugepin_worker* twice = nullptr;
   CHECK(hugepin_worker_attach(arena.name.c_str(), 0, 0, nullptr, &twice) == -EBUSY);
   hugepin_region_info region;

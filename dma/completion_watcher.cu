@@ -1,8 +1,10 @@
 #include "dma/completion_watcher.h"
 
 #include <cerrno>
+#include <chrono>
 #include <functional>
 
+#include "base/os.h"
 #include "dma/cuda_check.h"
 
 namespace hugepin {
@@ -59,20 +61,33 @@ void CompletionWatcher::run(Queue& queue) {
   // The runtime's current device is per thread: this one's should be the engine's. An event
   // waits on its own device whatever the current one is, so a failure here changes nothing below.
   (void)cudaSetDevice(device_);
+  // A polling thread sleeps tens of microseconds at a time: the kernel's default slack (50 us)
+  // would stretch each sleep by more than the sleep itself. A failure leaves the default (slower
+  // calls, nothing wrong).
+  if (poll_ns_ > 0) (void)real_os().set_timer_slack_ns(kPollSlackNs);
   std::unique_lock lock(mutex_);
   for (;;) {
     queue.wake.wait(lock, [&] { return stopping_ || !queue.pending.empty(); });
     if (queue.pending.empty()) return;  // stopping, and nothing left to run
     const Pending next = queue.pending.front();
     lock.unlock();
-    // Waits asleep; an error (the work before the event failed, or the device is gone) means that
-    // work will not run any more: the call runs now, and says so.
-    const bool fired = cudaEventSynchronize(next.event) == cudaSuccess;
+    // An error (the work before the event failed, or the device is gone) means that work will not
+    // run any more: the call runs now, and says so.
+    const bool fired = wait_for(next.event);
     if (!fired) (void)cudaGetLastError();
     next.fn(next.context, fired ? 0 : EIO);
     lock.lock();
     queue.pending.pop_front();
     spare_events_.push_back(next.event);
+  }
+}
+
+bool CompletionWatcher::wait_for(cudaEvent_t event) const {
+  if (poll_ns_ <= 0) return cudaEventSynchronize(event) == cudaSuccess;  // asleep until it fires
+  for (;;) {
+    const cudaError_t state = cudaEventQuery(event);
+    if (state != cudaErrorNotReady) return state == cudaSuccess;
+    std::this_thread::sleep_for(std::chrono::nanoseconds(poll_ns_));
   }
 }
 

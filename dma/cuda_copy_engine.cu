@@ -170,7 +170,7 @@ class CudaCopyEngine final : public CopyEngine {
     }
     check_cuda(state, "calibrating the GPU clock");
     origin_ns_ = real_os().monotonic_ns();
-    watcher_.emplace(options_.device);
+    watcher_.emplace(options_.device, options_.completion_poll_ns);
   }
 
   ~CudaCopyEngine() override {

@@ -172,7 +172,10 @@ TEST_CASE("completion calls run once each, after their copies have landed, in or
   Fixture& f = *g_fixture;
   constexpr uint64_t kBlock = 64 * kKiB;
   constexpr int kJobs = 8;
-  auto engine = make_cuda_copy_engine(f.views(kBlock), f.engine_options());
+  CopyEngineOptions options = f.engine_options();
+  SUBCASE("waiting asleep on each event") { options.completion_poll_ns = 0; }
+  SUBCASE("polling each event every 20 us") { options.completion_poll_ns = 20'000; }
+  auto engine = make_cuda_copy_engine(f.views(kBlock), options);
   std::vector<std::byte> source(kRegionBytes);
   fill_random(source, 7);
   cuda_ok(cudaMemcpy(f.device, source.data(), kRegionBytes, cudaMemcpyHostToDevice), "fill device");

@@ -95,18 +95,22 @@ class Worker:
     over the engine's own device KV. Usable as a context manager (detaches on exit)."""
 
     def __init__(self, arena: str, tp_rank: int, pp_rank: int = 0, *, copy_threads: int = 0,
-                 post_timeout: float | None = None, time_copies: bool = False):
+                 post_timeout: float | None = None, time_copies: bool = False, completion_poll: float = 0):
         """Attaches rank (tp_rank, pp_rank) of arena `arena`: claims the rank, maps its region and
         announces this process to the scheduler. NotFoundError: no such arena; OutOfRangeError: no
         such rank; BusyError: a live process holds the rank. `copy_threads`: CPU threads per copy of
         the host backend (0: 1); `post_timeout`: seconds a report waits for room in a full ring
-        (None: 1 s); `time_copies`: time each job's copies on the GPU (JobResult.copy_ns)."""
+        (None: 1 s); `time_copies`: time each job's copies on the GPU (JobResult.copy_ns);
+        `completion_poll`: GPU backend, seconds between polls of a job's event while it waits to
+        land (0: sleep until the driver wakes the worker, tens to hundreds of microseconds late but
+        free; 25e-6: within ~26 us, for a few us of CPU per poll; hugepin_worker_options)."""
         self._handle = None
         self.arena, self.tp_rank, self.pp_rank = arena, tp_rank, pp_rank
         options = _abi.options(_abi.WorkerOptions, copy_threads=_args.uint32(copy_threads, "copy_threads"),
                                post_timeout_ns=0 if post_timeout is None else
                                max(1, _args.timeout_ns(post_timeout, "post_timeout")),
-                               time_copies=1 if time_copies else 0)
+                               time_copies=1 if time_copies else 0,
+                               completion_poll_ns=0 if completion_poll is None else _args.timeout_ns(completion_poll, "completion_poll"))
         handle = ctypes.c_void_p()
         _abi.check(_abi.lib.hugepin_worker_attach(_args.name(arena, "arena"), _args.uint32(tp_rank, "tp_rank"),
                                                   _args.uint32(pp_rank, "pp_rank"), ctypes.byref(options),

@@ -76,6 +76,7 @@ int main(void) {
   FIELD(hugepin_worker_options, copy_threads);
   FIELD(hugepin_worker_options, post_timeout_ns);
   FIELD(hugepin_worker_options, time_copies);
+  FIELD(hugepin_worker_options, completion_poll_ns);
   end();
   begin("hugepin_device_segment", sizeof(hugepin_device_segment));
   FIELD(hugepin_device_segment, device_base);

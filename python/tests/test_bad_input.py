@@ -78,6 +78,8 @@ def test_plans_and_arenas(arena):
             hugepin.Worker(arena, -1)
         with refused(hugepin.OutOfRangeError, "pp 1"):
             hugepin.Worker(arena, 0, 1)
+        with refused(hugepin.InvalidArgumentError, "completion_poll = -1e-05"):
+            hugepin.Worker(arena, 0, completion_poll=-1e-5)
         with hugepin.Worker(arena, 0):
             with refused(hugepin.BusyError):
                 hugepin.Worker(arena, 0)

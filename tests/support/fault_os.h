@@ -80,6 +80,7 @@ class ForwardingOs : public Os {
     return target_.query_page_nodes(count, pages, nodes);
   }
   int set_thread_cpus(const std::vector<int>& cpus) override { return target_.set_thread_cpus(cpus); }
+  int set_timer_slack_ns(uint64_t ns) override { return target_.set_timer_slack_ns(ns); }
   int send_signal(pid_t pid, int signal) override { return target_.send_signal(pid, signal); }
   int pidfd_open(pid_t pid) override { return target_.pidfd_open(pid); }
   int64_t monotonic_ns() override { return target_.monotonic_ns(); }
