@@ -20,6 +20,20 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// One write to every 4 KiB of the rank's host region (the value it holds, written back), so that
+// no row pays the region's first touch. A freshly mapped region costs its first write to each
+// page a fault in this process, and in a VM the hypervisor's first touch too (15-30 us per 4 KiB
+// page on the development VM, where the arena falls back to 4 KiB shared memory: seconds for the
+// whole region). A store row walks every chunk of the arena in its first seconds, so the first
+// protocol row (hugepin) paid all of it and the engine way after it nothing: a settle p99 of
+// 150-500 ms at 32 jobs in flight, which moved to the engine way when it ran first.
+void warm(const RegionInfo& region) {
+  for (uint64_t offset = 0; offset < region.bytes; offset += 4096) {
+    volatile std::byte* byte = region.base + offset;
+    *byte = *byte;
+  }
+}
+
 WorkerSessionOptions timed(int64_t completion_poll_ns) {
   WorkerSessionOptions options;
   options.time_copies = true;
@@ -37,6 +51,7 @@ class OffloadWorker {
     if (setup.device >= 0) session_.pin(setup.device);
     kv_.emplace(session_.rank_geometry(), setup.gpu_blocks, setup.device);
     session_.set_device_kv(kv_->segments(), setup.device >= 0 ? WorkerBackend::kGpu : WorkerBackend::kHost);
+    warm(session_.region());
   }
 
   void run() {
