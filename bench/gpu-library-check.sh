@@ -24,7 +24,10 @@ mountpoint -q /dev/hugepages || "$hugepin" pool mount --pagesize 2M --dir /dev/h
 "$hugepin" pool show | head -5
 
 step "dma_cuda_test"
-timeout 200 "$dma_cuda_test" 2>&1 | tail -5 | tee "$out/dma_cuda_test.txt" || status=1
+# The whole output, each case's duration included (-d), stays in the file: when a case fails or
+# hangs, the cases that finished before it say which one it was.
+timeout -s INT 200 "$dma_cuda_test" -d > "$out/dma_cuda_test.txt" 2>&1 || status=1
+tail -5 "$out/dma_cuda_test.txt"
 
 step "examples (GPU backend, installed library, 2M pages)"
 for example in offload_c offload_cpp; do

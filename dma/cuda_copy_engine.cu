@@ -161,15 +161,10 @@ class CudaCopyEngine final : public CopyEngine {
     check_cuda(cudaFuncSetAttribute(detail::sm_bulk_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                static_cast<int>(bulk_pipelines_ * detail::kBulkStages * bulk_stage_bytes_)),
           "sizing the bulk copy kernel's shared memory");
-    // The GPU clock's origin on CLOCK_MONOTONIC, for span(): an event reached now.
+    check_cuda(cudaStreamCreateWithPriority(&calibration_stream_, cudaStreamNonBlocking, greatest),
+               "creating a calibration stream");
     check_cuda(cudaEventCreate(&origin_event_), "creating a timing event");
-    check_cuda(cudaEventRecord(origin_event_, streams_[0]), "recording a timing event");
-    cudaError_t state;
-    while ((state = cudaEventQuery(origin_event_)) == cudaErrorNotReady) {
-      // Spinning notices the event within a microsecond or two; a blocking wait is later.
-    }
-    check_cuda(state, "calibrating the GPU clock");
-    origin_ns_ = real_os().monotonic_ns();
+    calibrate();
     watcher_.emplace(options_.device, options_.completion_poll_ns);
   }
 
@@ -180,6 +175,7 @@ class CudaCopyEngine final : public CopyEngine {
       cudaStreamSynchronize(stream);
       cudaStreamDestroy(stream);
     }
+    cudaStreamDestroy(calibration_stream_);
     for (auto& [id, event] : marks_) spare_events_.push_back(event);
     for (cudaEvent_t event : spare_events_) cudaEventDestroy(event);
     if (origin_event_ != nullptr) cudaEventDestroy(origin_event_);
@@ -273,6 +269,7 @@ class CudaCopyEngine final : public CopyEngine {
     // (cudaEventElapsedTime then says cudaErrorNotReady): wait for the end mark, which has landed
     // or is about to, and with it for the start mark queued before it on the same stream.
     check_cuda(cudaEventSynchronize(last->second), "waiting for a copy's end mark");
+    if (real_os().monotonic_ns() - origin_ns_ > kCalibrationAgeNs) calibrate();
     check_cuda(cudaEventElapsedTime(&elapsed_ms, first->second, last->second), "reading a copy's GPU time");
     check_cuda(cudaEventElapsedTime(&since_origin_ms, origin_event_, last->second), "reading a copy's GPU time");
     const MarkSpan result{static_cast<int64_t>(elapsed_ms * 1e6), origin_ns_ + static_cast<int64_t>(since_origin_ms * 1e6)};
@@ -374,10 +371,30 @@ class CudaCopyEngine final : public CopyEngine {
     slots.record_after(stream);
   }
 
+  // The GPU clock's origin on CLOCK_MONOTONIC, for span(): an event reached now, on a stream of
+  // its own that nothing else waits on, so that it is reached at once even while copies run.
+  void calibrate() {
+    check_cuda(cudaEventRecord(origin_event_, calibration_stream_), "recording a timing event");
+    cudaError_t state;
+    while ((state = cudaEventQuery(origin_event_)) == cudaErrorNotReady) {
+      // Spinning notices the event within a microsecond or two; a blocking wait is later.
+    }
+    check_cuda(state, "calibrating the GPU clock");
+    origin_ns_ = real_os().monotonic_ns();
+  }
+
+  // How old the calibration may get before span() makes a new one. The event clock and
+  // CLOCK_MONOTONIC do not stay together: on the H200 host, with one calibration per engine,
+  // GPU end times tens of seconds later came out up to tens of microseconds after the host had
+  // heard of them (negative landing delays in `hugepin bench offload`). A calibration is a few
+  // microseconds of spinning; span() is called per job.
+  static constexpr int64_t kCalibrationAgeNs = 100'000'000;
+
   std::vector<SegmentView> views_;
   CopyEngineOptions options_;
   bool aligned_;
   std::array<cudaStream_t, 2> streams_{};
+  cudaStream_t calibration_stream_ = nullptr;
   std::array<MetadataSlots, 2> metadata_;
   uint32_t bulk_stage_bytes_ = 0;
   uint32_t bulk_pipelines_ = 0;
