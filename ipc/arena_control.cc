@@ -237,11 +237,13 @@ bool ArenaControl::wait_for_reports(int64_t timeout_ns) {
 
 GateMark ArenaControl::report_mark() const { return segment_.view().gate->mark(); }
 
-bool ArenaControl::wait_for_reports(const GateMark& since, uint64_t reports, int64_t timeout_ns) {
-  const bool met = segment_.gate().wait(*os_, since, reports, timeout_ns);
+bool ArenaControl::wait_for_reports(const GateMark& since, uint64_t reports, int64_t timeout_ns, uint64_t releases) {
+  const bool met = segment_.gate().wait(*os_, since, reports, timeout_ns, releases);
   segment_.check_intact();
   return met;
 }
+
+void ArenaControl::open_job_tally(uint64_t job, uint32_t ranks) { segment_.gate().open_tally(job, ranks); }
 
 RankStatus ArenaControl::rank_status(uint32_t rank) {
   RankStatus status = read_rank_status(*os_, segment_.region(rank));

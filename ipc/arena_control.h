@@ -125,7 +125,12 @@ class ArenaControl {
   // heartbeat) were counted past `since`, or any urgent one (copy-failed, attach, detach); false
   // when `timeout_ns` (negative: no limit) passes first. The workers make a system call only
   // when the target is met while the scheduler sleeps.
-  bool wait_for_reports(const GateMark& since, uint64_t reports, int64_t timeout_ns);
+  // `releases` > 0: also true once that many compute-releases were counted past `since`; and
+  // once a job's tally ended (open_job_tally).
+  bool wait_for_reports(const GateMark& since, uint64_t reports, int64_t timeout_ns, uint64_t releases = 0);
+  // Opens job `job`'s tally on the gate: the worker whose copy-complete is the last of `ranks`
+  // wakes a sleeping scheduler (ipc/report_gate.h). REQUIRES: ReportGate::tick_tally's.
+  void open_job_tally(uint64_t job, uint32_t ranks);
 
   RankStatus rank_status(uint32_t rank);
   // Marks rank `rank` dead when the worker that holds it no longer runs; true when it did. A

@@ -145,10 +145,10 @@ void set_permissions(Os& os, std::string_view arena, const SegmentOptions& optio
 
 uint64_t control_segment_bytes(const ArenaLayout& layout, const SegmentOptions& options) {
   const uint64_t ranks = layout.ranks.size();
-  const uint64_t objects = padded(sizeof(ControlBlock)) + padded(sizeof(Doorbell)) + padded(ranks * sizeof(RegionRecord)) +
-                           padded(sizeof(SchedulerCounters)) + ranks * padded(ReportRing::memsize(options.ring_capacity)) +
-                           padded(layout.plan_json.size() + 1);
-  const uint64_t allocations = 5 + ranks;
+  const uint64_t objects = padded(sizeof(ControlBlock)) + padded(sizeof(Doorbell)) + padded(sizeof(ReportGate)) +
+                           padded(ranks * sizeof(RegionRecord)) + padded(sizeof(SchedulerCounters)) +
+                           ranks * padded(ReportRing::memsize(options.ring_capacity)) + padded(layout.plan_json.size() + 1);
+  const uint64_t allocations = 6 + ranks;  // every builder.allocate() in build_segment
   return *round_up(objects + allocations * kPerAllocationOverhead + kBoostOverheadBytes, 4 * kKiB);
 }
 

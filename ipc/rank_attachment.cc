@@ -202,8 +202,19 @@ uint32_t RankAttachment::publish(const Report* reports, uint32_t count) {
   const uint32_t n = ring_->publish_batch(reports, count);
   if (n == 0) return 0;
   uint32_t urgent = 0;
-  for (uint32_t i = 0; i < n; ++i) urgent += urgent_report(reports[i].kind) ? 1 : 0;
-  gate_->count(*os_, n - urgent, urgent);
+  uint32_t releases = 0;
+  uint32_t tallies_ended = 0;
+  for (uint32_t i = 0; i < n; ++i) {
+    const ReportKind kind = reports[i].kind;
+    if (urgent_report(kind)) {
+      ++urgent;
+    } else if (kind == ReportKind::kComputeRelease) {
+      ++releases;
+    } else if (kind == ReportKind::kCopyComplete && gate_->tick_tally(reports[i].value)) {
+      ++tallies_ended;  // this rank's report was the last its job waited for: the job can settle
+    }
+  }
+  gate_->count(*os_, n - urgent, urgent + tallies_ended, releases);
   return n;
 }
 

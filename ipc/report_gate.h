@@ -10,9 +10,21 @@
 // doorbell's membarrier(2) and the futex); the gate wakes it about once per job.
 //
 // Counts, not records, decide: a report is either gated (copy-complete, compute-release,
-// heartbeat: counted in `posted`) or urgent (copy-failed, attach, detach: counted in `urgent`,
-// and it wakes a sleeper at once). The sleeper names a mark (both counts, read before it
-// consumed the rings) and how many gated reports past the mark it waits for.
+// heartbeat: counted in `posted`; compute-releases also in `releases`) or urgent (copy-failed,
+// attach, detach: counted in `urgent`, and it wakes a sleeper at once). The sleeper names a mark
+// (the counts, read before it consumed the rings), how many gated reports past the mark it waits
+// for, and how many compute-releases.
+//
+// Job tallies make the job part exact. "The fewest reports any job still needs" wakes the
+// scheduler early whenever ranks drift apart: with several jobs in flight, the one report a job
+// lacks is seldom the next one posted (measured on the H200 host: 2-3.5 sleeps per job at 64 KiB
+// blocks). So the scheduler opens a tally per job (the reports it waits for, one per rank, in a
+// slot of `tally` indexed by the job id), each producer ticks the job's tally after it published
+// the job's copy-complete, and the producer whose tick ends a tally counts that as an urgent
+// report: the sleeper wakes when a job can settle, once. A tally is only a wake-up hint; the
+// quorum itself is the scheduler's (protocol/completion_quorum.h). The table serves schedulers of
+// at most kTallySlots jobs in flight, whose quorum never holds two open jobs in one slot; a larger
+// one does without (and waits for the fewest reports any job needs, as above).
 //
 // The protocol is a symmetric Dekker pair, every access seq_cst, no membarrier: the producer
 // publishes its records (ring), counts them (a read-modify-write), then reads `sleepers` and, if
@@ -45,29 +57,49 @@ inline bool urgent_report(ReportKind kind) {
   return kind == ReportKind::kCopyFailed || kind == ReportKind::kAttach || kind == ReportKind::kDetach;
 }
 
-// Both counts at one moment (read before consuming: what is counted there is on the rings then).
+// The counts at one moment (read before consuming: what is counted there is on the rings then).
 struct GateMark {
   uint64_t posted = 0;
   uint64_t urgent = 0;
+  uint64_t releases = 0;
 };
 
 struct alignas(kCacheLinePair) ReportGate {
+  static constexpr uint32_t kTallySlots = 4096;  // the scheduler's default max_jobs_in_flight
+
   std::atomic<uint64_t> posted{0};   // gated reports counted, by every producer
-  std::atomic<uint64_t> urgent{0};   // urgent reports counted
+  std::atomic<uint64_t> urgent{0};   // urgent reports and ended tallies counted
+  std::atomic<uint64_t> releases{0};  // compute-releases counted (also in `posted`)
   std::atomic<uint64_t> wake_at{0};  // the sleeper's target for `posted`
+  std::atomic<uint64_t> release_wake_at{0};  // ... for `releases` (~0: none)
   std::atomic<uint32_t> sleepers{0};
   std::atomic<uint32_t> word{0};     // the futex word: bumped by every wake
+  // Per job: (job id << 16) | reports it still waits for; written by the scheduler when the job
+  // opens, ticked down by the producers.
+  alignas(kCacheLinePair) std::atomic<uint64_t> tally[kTallySlots] = {};
 
   // A producer counts what it just published (REQUIRES: the records are on its ring, a release
-  // store before this call) and wakes the sleeper when its target is met or `urgent_count` > 0.
-  void count(Os& os, uint32_t gated_count, uint32_t urgent_count);
+  // store before this call; `release_count` of the gated ones are compute-releases) and wakes the
+  // sleeper when one of its targets is met or `urgent_count` > 0.
+  void count(Os& os, uint32_t gated_count, uint32_t urgent_count, uint32_t release_count = 0);
 
-  // Both counts now (seq_cst).
+  // The scheduler opens job `job`'s tally: `reports` (1 to 65535) reports must come. REQUIRES:
+  // no other open job of this scheduler has the same id modulo kTallySlots.
+  void open_tally(uint64_t job, uint32_t reports);
+  // A producer ticks job `job`'s tally after publishing its report of the job. Returns true when
+  // that ended the tally (the job has every report it waited for; an extra tick of an ended tally
+  // also returns true, so that a duplicate can only wake the sleeper early, never leave it
+  // asleep), false when the slot holds another job's tally (a job of another scheduler, or
+  // none) or reports are still missing.
+  bool tick_tally(uint64_t job);
+
+  // The counts now (seq_cst).
   GateMark mark() const;
 
-  // Returns true once `gated` reports past `since` were counted, or any urgent one, false when
+  // Returns true once `gated` reports past `since` were counted, or `releases_wanted`
+  // compute-releases (0: none awaited), or any urgent report or ended tally; false when
   // `timeout_ns` (negative: no limit) passes first. REQUIRES: one sleeper at a time; gated >= 1.
-  bool wait(Os& os, const GateMark& since, uint64_t gated, int64_t timeout_ns);
+  bool wait(Os& os, const GateMark& since, uint64_t gated, int64_t timeout_ns, uint64_t releases_wanted = 0);
 
   // A scheduler that takes over from one that died: forgets that the dead one may have been
   // asleep (producers would otherwise wake nobody with a system call per report).

@@ -88,6 +88,61 @@ TEST_CASE("an urgent report wakes the sleeper whatever its target") {
   CHECK(os.wakes == 1);
 }
 
+TEST_CASE("job tallies: the last report a job waits for ends its tally, no other report does") {
+  auto gate = std::make_unique<ReportGate>();
+  gate->open_tally(5, 3);
+  CHECK_FALSE(gate->tick_tally(5));
+  CHECK_FALSE(gate->tick_tally(5));
+  CHECK_FALSE(gate->tick_tally(6));  // a slot no job opened
+  CHECK_FALSE(gate->tick_tally(5 + ReportGate::kTallySlots));  // job 5's slot, another job
+  CHECK(gate->tick_tally(5));
+  CHECK(gate->tick_tally(5));  // an extra report of an ended tally wakes too: never asleep too long
+  gate->open_tally(5 + ReportGate::kTallySlots, 1);  // the slot's next job
+  CHECK_FALSE(gate->tick_tally(5));
+  CHECK(gate->tick_tally(5 + ReportGate::kTallySlots));
+}
+
+TEST_CASE("a sleeper wakes when a job's tally ends, not for reports of jobs still short") {
+  WakeCountingOs os;
+  auto gate = std::make_unique<ReportGate>();
+  gate->open_tally(1, 2);
+  gate->open_tally(2, 2);
+  const GateMark mark = gate->mark();
+  std::atomic<bool> woke{false};
+  std::thread sleeper([&] { woke = gate->wait(os, mark, 1000, kLongEnough); });
+  while (gate->sleepers.load() == 0) std::this_thread::yield();
+  // A producer: publish, tick, count (what RankAttachment::publish does per report).
+  auto report = [&](uint64_t job) { gate->count(os, 1, gate->tick_tally(job) ? 1 : 0); };
+  report(1);
+  report(2);
+  CHECK(os.wakes == 0);  // two reports, each job one short
+  CHECK_FALSE(woke.load());
+  report(1);
+  sleeper.join();
+  CHECK(woke.load());
+  CHECK(os.wakes == 1);
+}
+
+TEST_CASE("a sleeper waiting for compute-releases counts only those") {
+  WakeCountingOs os;
+  auto gate = std::make_unique<ReportGate>();
+  gate->count(os, 3, 0, 3);  // before the mark
+  const GateMark mark = gate->mark();
+  CHECK(mark.releases == 3);
+  std::atomic<bool> woke{false};
+  std::thread sleeper([&] { woke = gate->wait(os, mark, 1000, kLongEnough, 2); });
+  while (gate->sleepers.load() == 0) std::this_thread::yield();
+  gate->count(os, 5, 0);     // copy-completes and heartbeats
+  gate->count(os, 1, 0, 1);  // one compute-release of two
+  CHECK(os.wakes == 0);
+  CHECK_FALSE(woke.load());
+  gate->count(os, 1, 0, 1);
+  sleeper.join();
+  CHECK(woke.load());
+  CHECK(os.wakes == 1);
+  CHECK_FALSE(gate->wait(os, gate->mark(), 1000, kMillisecond, 1));  // none came: times out
+}
+
 TEST_CASE("no wake-up is lost: producer threads against a sleeper that waits for 1 to 4 at a time") {
   Os& os = real_os();
   auto gate = std::make_unique<ReportGate>();

@@ -121,6 +121,10 @@ class OffloadScheduler {
     return std::min(jobs, fence);
   }
 
+  // The fewest compute-releases after which the all-rank epoch could advance (a retired chunk
+  // pass the fence); 0 when the fence waits on none.
+  uint32_t releases_before_fence_progress() const { return fence_.releases_before_advance(); }
+
   SchedulerFigures figures() const;
   uint32_t ranks() const { return ranks_; }
   uint32_t tp() const { return tp_; }

@@ -6,6 +6,7 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "ipc/doorbell.h"
+#include "ipc/report_gate.h"
 #include "session/published_figures.h"
 
 namespace hugepin {
@@ -38,6 +39,7 @@ SchedulerSession::SchedulerSession(Os& os, std::string_view arena, ArenaControl 
       layout_(control_.layout()),
       geometry_(ChunkGeometry::of_layout(layout_)),
       scheduler_(scheduler_config(geometry_, options)),
+      tallies_(scheduler_.quorum().capacity() <= ReportGate::kTallySlots),
       watch_(os),
       last_heard_(geometry_.ranks(), os.monotonic_ns()),
       reports_(kDrainBatch) {
@@ -84,6 +86,7 @@ SchedulerSession::SchedulerSession(SchedulerSession&& other) noexcept
       layout_(std::move(other.layout_)),
       geometry_(std::move(other.geometry_)),
       scheduler_(std::move(other.scheduler_)),
+      tallies_(other.tallies_),
       watch_(std::move(other.watch_)),
       last_heard_(std::move(other.last_heard_)),
       exits_(std::move(other.exits_)),
@@ -118,11 +121,15 @@ JobId SchedulerSession::dispatch(JobKind kind, std::span<const ChunkId> chunks) 
                   ERANGE);
     }
   }
+  JobId job = 0;
   try {
-    return scheduler_.dispatch(kind, chunks);
+    job = scheduler_.dispatch(kind, chunks);
   } catch (const Error& error) {
     throw Error(error.what(), error.errno_value() != 0 ? error.errno_value() : EBUSY);
   }
+  // Before the engine can send the job to any rank: a rank's report ticks this tally.
+  if (tallies_) control_.open_job_tally(job, geometry_.ranks());
+  return job;
 }
 
 void SchedulerSession::retire(ChunkId chunk) {
@@ -170,16 +177,22 @@ size_t SchedulerSession::wait_and_apply(int64_t timeout_ns) {
     if (const size_t applied = apply_waiting(); applied > 0) return applied;
     const int64_t remaining = time_left(*os_, deadline);
     if (remaining == 0) return 0;
-    if (!control_.wait_for_reports(mark, reports_to_wait_for(), remaining)) return apply_waiting();
+    const WaitTargets targets = wait_targets();
+    if (!control_.wait_for_reports(mark, targets.reports, remaining, targets.releases)) return apply_waiting();
   }
 }
 
-uint64_t SchedulerSession::reports_to_wait_for() const {
-  // Nothing waits on a report: wake after half a ring's worth all the same, long before any
+SchedulerSession::WaitTargets SchedulerSession::wait_targets() const {
+  // Whatever else it waits for, wake after half a ring's worth of reports, long before any
   // producer could find its ring full while this thread sleeps.
   const uint64_t enough = std::max<uint64_t>(1, control_.header().ring_capacity / 2);
+  if (tallies_) {
+    // Jobs wake it through their tallies, exactly when one can settle; the fence by a count of
+    // compute-releases, which no other report can stand in for.
+    return {enough, scheduler_.releases_before_fence_progress()};
+  }
   const uint32_t needed = scheduler_.reports_before_progress();
-  return needed == 0 ? enough : std::min<uint64_t>(needed, enough);
+  return {needed == 0 ? enough : std::min<uint64_t>(needed, enough), 0};
 }
 
 void SchedulerSession::apply(const Report& report) {

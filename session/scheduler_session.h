@@ -111,8 +111,14 @@ class SchedulerSession {
   void apply(const Report& report);
   size_t apply_waiting();
   size_t wait_and_apply(int64_t timeout_ns);
-  // How many reports the sleeping drain() waits for (ipc/report_gate.h).
-  uint64_t reports_to_wait_for() const;
+  // What the sleeping drain() waits for on the report gate (ipc/report_gate.h), besides urgent
+  // reports and ended job tallies: `reports` gated reports, or `releases` compute-releases (0:
+  // none).
+  struct WaitTargets {
+    uint64_t reports = 1;
+    uint64_t releases = 0;
+  };
+  WaitTargets wait_targets() const;
   void check_processes();
   void check_heartbeats(int64_t now);
 
@@ -124,6 +130,9 @@ class SchedulerSession {
   ArenaLayout layout_;
   ChunkGeometry geometry_;
   OffloadScheduler scheduler_;
+  // Whether jobs open tallies on the gate: their quorum table is no larger than the gate's
+  // (ReportGate::kTallySlots), so no two open jobs share a tally.
+  bool tallies_;
   ProcessWatch watch_;
   std::vector<int64_t> last_heard_;  // per rank, monotonic ns
   std::vector<RankExit> exits_;
