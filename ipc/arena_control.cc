@@ -176,6 +176,7 @@ ArenaControl ArenaControl::adopt(Os& os, std::string_view name) {
   // Sleepers counted by a scheduler that died asleep would cost every push a wake-up call.
   control.segment_.doorbell().sleepers.store(0, std::memory_order_relaxed);
   control.segment_.gate().forget_sleeper();
+  control.segment_.gate().forget_tallies();
   control.generation_ = bump_generation(control.segment_);
   for (uint32_t rank = 0; rank < control.header().rank_count; ++rank) {
     control.rings_.push_back(&control.segment_.ring(rank));
@@ -244,6 +245,8 @@ bool ArenaControl::wait_for_reports(const GateMark& since, uint64_t reports, int
 }
 
 void ArenaControl::open_job_tally(uint64_t job, uint32_t ranks) { segment_.gate().open_tally(job, ranks); }
+
+void ArenaControl::end_job_tally(uint64_t job) { segment_.gate().end_tally(job); }
 
 RankStatus ArenaControl::rank_status(uint32_t rank) {
   RankStatus status = read_rank_status(*os_, segment_.region(rank));

@@ -125,12 +125,14 @@ class ArenaControl {
   // heartbeat) were counted past `since`, or any urgent one (copy-failed, attach, detach); false
   // when `timeout_ns` (negative: no limit) passes first. The workers make a system call only
   // when the target is met while the scheduler sleeps.
-  // `releases` > 0: also true once that many compute-releases were counted past `since`; and
-  // once a job's tally ended (open_job_tally).
+  // Also true once a job's tally ended (open_job_tally), and, with `releases` > 0, once that many
+  // compute-releases were counted past `since`.
   bool wait_for_reports(const GateMark& since, uint64_t reports, int64_t timeout_ns, uint64_t releases = 0);
-  // Opens job `job`'s tally on the gate: the worker whose copy-complete is the last of `ranks`
-  // wakes a sleeping scheduler (ipc/report_gate.h). REQUIRES: ReportGate::tick_tally's.
+  // Opens job `job`'s tally on the gate: the worker whose copy report is the last of `ranks`
+  // wakes a sleeping scheduler (ipc/report_gate.h). REQUIRES: ReportGate::open_tally's.
   void open_job_tally(uint64_t job, uint32_t ranks);
+  // Ends it: every later report of the job wakes the scheduler (a rank of the job is gone).
+  void end_job_tally(uint64_t job);
 
   RankStatus rank_status(uint32_t rank);
   // Marks rank `rank` dead when the worker that holds it no longer runs; true when it did. A

@@ -6,15 +6,17 @@
 //                     offsets of everything below; first allocation, within the first 64 KiB
 //   Doorbell          the rings' data doorbell (rung by a plain ReportRing push; workers count
 //                     their reports on the gate instead)
-//   ReportGate        what the scheduler sleeps on: counts of reports posted (ipc/report_gate.h)
+//   ReportGate        what the scheduler sleeps on: counts of reports posted, job tallies
+//                     (ipc/report_gate.h)
 //   RegionRecord[n]   one per rank, in flat-rank order (pp_rank * tp + tp_rank)
 //   SchedulerCounters the scheduler's figures for the inspector
 //   ReportRing x n    one SPSC ring per rank, worker -> scheduler
 //   plan text         the plan as JSON (may be empty)
 //
 // Who writes what after creation (no lock anywhere: a crashed process cannot leave one held):
-// the report gate's counts belong to the workers (each adds its own) and its target and sleeper
-// count to the scheduler; each RegionRecord's attachment fields belong to the worker that holds its `owner` word (claimed
+// the report gate's counts belong to the workers (each adds its own) and its targets and sleeper
+// count to the scheduler; a job tally on the gate is opened (and ended) by the scheduler and
+// ticked down by the workers; each RegionRecord's attachment fields belong to the worker that holds its `owner` word (claimed
 // by compare-and-swap); `status` may also be compare-and-swapped to kDead by the scheduler or by
 // hugepind's reaper, and the attach generation in it defeats ABA; the ControlBlock's `generation`
 // is bumped by each scheduler that adopts the arena and by hugepind when it adopts it; the scheduler counters belong to the scheduler; everything

@@ -206,12 +206,15 @@ uint32_t RankAttachment::publish(const Report* reports, uint32_t count) {
   uint32_t tallies_ended = 0;
   for (uint32_t i = 0; i < n; ++i) {
     const ReportKind kind = reports[i].kind;
+    // A copy report of the job's last rank ends its tally: the job can settle (ipc/report_gate.h).
+    const bool copy = kind == ReportKind::kCopyComplete || kind == ReportKind::kCopyFailed;
+    const bool ended = copy && gate_->tick_tally(reports[i].value);
     if (urgent_report(kind)) {
       ++urgent;
     } else if (kind == ReportKind::kComputeRelease) {
       ++releases;
-    } else if (kind == ReportKind::kCopyComplete && gate_->tick_tally(reports[i].value)) {
-      ++tallies_ended;  // this rank's report was the last its job waited for: the job can settle
+    } else if (ended) {
+      ++tallies_ended;
     }
   }
   gate_->count(*os_, n - urgent, urgent + tallies_ended, releases);

@@ -49,6 +49,18 @@ bool ReportGate::tick_tally(uint64_t job) {
   }
 }
 
+void ReportGate::end_tally(uint64_t job) {
+  std::atomic<uint64_t>& slot = tally[job % kTallySlots];
+  uint64_t value = slot.load(std::memory_order_acquire);
+  while ((value & ~kTallyCountMask) == tally_tag(job) && (value & kTallyCountMask) != 0) {
+    if (slot.compare_exchange_weak(value, tally_tag(job), std::memory_order_acq_rel, std::memory_order_acquire)) return;
+  }
+}
+
+void ReportGate::forget_tallies() {
+  for (std::atomic<uint64_t>& slot : tally) slot.store(0, std::memory_order_relaxed);
+}
+
 GateMark ReportGate::mark() const {
   // seq_cst (also acquire): pairs with the counts, so what they count is visible on the rings.
   return {posted.load(std::memory_order_seq_cst), urgent.load(std::memory_order_seq_cst),

@@ -1,13 +1,13 @@
 // ReportGate: when the scheduler sleeps, wake it only when a report could change something.
 //
-// Every report of a rank on its ring is counted here after it is published. The scheduler knows
-// how many more reports must come before anything can happen (a job reach quorum: its fewest
-// missing ranks; the all-rank epoch advance, and a retired chunk pass the fence: its slowest
-// ranks' compute-releases), so it sleeps
-// until that many were counted, not until the next one. At TP x PP ranks every job's reports
-// come one per rank, close together: waking on each cost the scheduler a sleep and a wake per
-// report (measured on the H200 host: 12-24 us of its CPU per job and rank, most of it in the
-// doorbell's membarrier(2) and the futex); the gate wakes it about once per job.
+// Every report of a rank on its ring is counted here after it is published. The scheduler sleeps
+// until something can happen: a job can settle (its tally below ended: the last of its reports
+// came), the all-rank epoch can advance and a retired chunk pass the fence (as many of the
+// slowest ranks' compute-releases came), or something urgent happened; not until the next
+// report. At TP x PP ranks every job's reports come one per rank, close together: waking on each
+// cost the scheduler a sleep and a wake per report (measured on the H200 host: 12-24 us of its
+// CPU per job and rank, most of it in the doorbell's membarrier(2) and the futex); the gate wakes
+// it once per job at most.
 //
 // Counts, not records, decide: a report is either gated (copy-complete, compute-release,
 // heartbeat: counted in `posted`; compute-releases also in `releases`) or urgent (copy-failed,
@@ -21,7 +21,10 @@
 // blocks). So the scheduler opens a tally per job (the reports it waits for, one per rank, in a
 // slot of `tally` indexed by the job id), each producer ticks the job's tally after it published
 // the job's copy-complete, and the producer whose tick ends a tally counts that as an urgent
-// report: the sleeper wakes when a job can settle, once. A tally is only a wake-up hint; the
+// report: the sleeper wakes when a job can settle, once. Copy-failed reports tick too (and wake
+// at once, being urgent), so a job that fails on one rank and completes on the others still wakes
+// the sleeper when its last report comes; a rank that is gone ends the tallies of the jobs still
+// open (end_tally), so that their remaining reports wake it. A tally is only a wake-up hint; the
 // quorum itself is the scheduler's (protocol/completion_quorum.h). The table serves schedulers of
 // at most kTallySlots jobs in flight, whose quorum never holds two open jobs in one slot; a larger
 // one does without (and waits for the fewest reports any job needs, as above).
@@ -92,6 +95,11 @@ struct alignas(kCacheLinePair) ReportGate {
   // asleep), false when the slot holds another job's tally (a job of another scheduler, or
   // none) or reports are still missing.
   bool tick_tally(uint64_t job);
+  // The scheduler ends job `job`'s tally (when its slot still holds it): every later report of
+  // the job wakes the sleeper. For a job that settles without all its reports (a rank gone).
+  void end_tally(uint64_t job);
+  // A scheduler that takes over: forgets every tally (its predecessor's ids may come again).
+  void forget_tallies();
 
   // The counts now (seq_cst).
   GateMark mark() const;

@@ -51,6 +51,15 @@ JobId CompletionQuorum::open(JobKind kind, std::span<const ChunkId> chunks) {
   return id;
 }
 
+std::vector<JobId> CompletionQuorum::open_ids() const {
+  std::vector<JobId> jobs;
+  for (const Job& job : slots_) {
+    if (job.id != 0) jobs.push_back(job.id);
+  }
+  std::sort(jobs.begin(), jobs.end());
+  return jobs;
+}
+
 std::vector<JobId> CompletionQuorum::unsettled_by(uint32_t rank) const {
   std::vector<JobId> jobs;
   for (const Job& job : slots_) {

@@ -60,6 +60,8 @@ class CompletionQuorum {
 
   // The open jobs that `rank` has not settled, oldest first (allocates; for rank death only).
   std::vector<JobId> unsettled_by(uint32_t rank) const;
+  // Every open job, oldest first (allocates; for rank death only).
+  std::vector<JobId> open_ids() const;
   // Fails an open job; returns false when it had failed already. REQUIRES: job is open; throws
   // Error otherwise.
   bool fail(JobId job);

@@ -227,6 +227,12 @@ size_t SchedulerSession::rank_process_gone(uint32_t rank) {
   const size_t failed = scheduler_.rank_unresponsive(rank);
   // Gone: nothing of it can still copy, so its chunks may leave quarantine.
   scheduler_.rank_exited(rank);
+  // The jobs still open will not get this rank's report: their tallies would never end (even
+  // those it reported, when it died between publishing and ticking). Ended, each later report
+  // of them wakes a sleeping drain.
+  if (tallies_) {
+    for (JobId job : scheduler_.quorum().open_ids()) control_.end_job_tally(job);
+  }
   control_.mark_dead_if_gone(rank);
   watch_.forget(rank);
   exits_.push_back({rank, pid, failed});

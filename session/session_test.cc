@@ -291,6 +291,16 @@ class WakeCountingOs : public test::ForwardingOs {
   std::atomic<int> wakes{0};
 };
 
+// Waits until the drain has applied every report posted so far and sleeps again: each ring's
+// consumed count caught up, then a sleeper on the gate (a drain goes back to sleep only after it
+// consumed, so the two together cannot be the sleep it left).
+void wait_until_applied_and_asleep(const ControlSegment& segment) {
+  for (const ReportRing* ring : segment.view().rings) {
+    while (ring->consumed() != ring->produced()) std::this_thread::yield();
+  }
+  while (segment.view().gate->sleepers.load() == 0) std::this_thread::yield();
+}
+
 TEST_CASE("a sleeping drain is woken once a job can settle, not by each rank's report") {
   Cluster cluster;
   SchedulerSession& scheduler = cluster.scheduler;
@@ -327,7 +337,7 @@ TEST_CASE("a sleeping drain is woken once a job can settle, not by each rank's r
 
 TEST_CASE("jobs in flight: a report that leaves every job a report short does not wake the drain") {
   // Before the job tallies, the drain slept until "the fewest reports any job still needs" were
-  // counted: here 1, so rank 1's report of job B woke it although neither job could settle.
+  // counted: here 2, so rank 1's report of job b woke it although neither job could settle.
   Cluster cluster;
   SchedulerSession& scheduler = cluster.scheduler;
   WakeCountingOs os;
@@ -363,12 +373,49 @@ TEST_CASE("jobs in flight: a report that leaves every job a report short does no
   CHECK(os.wakes == 0);  // each job one report short: the scheduler sleeps on
   CHECK(segment.view().gate->sleepers.load() == 1);
   w1.store(a, pairs_a);  // job a can settle
+  REQUIRE(w1.wait(a, -1));
+  wait_until_applied_and_asleep(segment);
+  CHECK(os.wakes == 1);
   w0.store(b, pairs_b);  // then job b
   drainer.join();
   std::sort(done.begin(), done.end());
   CHECK(done == std::vector<JobId>{a, b});
-  CHECK(os.wakes <= 2);  // once per job at most (once, when b settled before the drain slept again)
-  CHECK(os.wakes >= 1);
+  CHECK(os.wakes == 2);  // once per job: a lost wake-up would leave it at 1
+}
+
+TEST_CASE("a job that failed on one rank wakes the drain again when its last rank reports") {
+  Cluster cluster;
+  SchedulerSession& scheduler = cluster.scheduler;
+  WakeCountingOs os;
+  WorkerSession w0(os, cluster.arena, 0, 0);
+  WorkerSession w1(os, cluster.arena, 1, 0);
+  FakeDevice d1(w1.rank_geometry());
+  w1.set_device_kv(d1.segments, WorkerBackend::kHost);
+  scheduler.drain(0);  // the attach reports
+  const std::vector<ChunkId> chunks{2};
+  const JobId job = scheduler.dispatch(JobKind::kStore, chunks);
+  std::vector<BlockPair> pairs;
+  scheduler.geometry().append_chunk_pairs(Direction::kDeviceToHost, chunks[0], 0, &pairs);
+
+  std::vector<FailedJob> failed;
+  std::thread drainer([&] {
+    // Until the job settled (its chunk no longer pinned), not only failed.
+    for (int i = 0; i < 10 && (failed.empty() || !scheduler.protocol().holds_clear()); ++i) {
+      scheduler.drain(20'000'000'000);
+      scheduler.take_failed(&failed);
+    }
+  });
+  const ControlSegment segment = ControlSegment::open(real_os(), cluster.arena, SegmentAccess::kReadOnly);
+  while (segment.view().gate->sleepers.load() == 0) std::this_thread::yield();
+  w0.post_job_done(job, EIO);  // rank 0 refused it: urgent, the job fails
+  wait_until_applied_and_asleep(segment);
+  CHECK(os.wakes == 1);
+  w1.store(job, pairs);  // rank 1's copy was already out: its report settles the job
+  drainer.join();
+  REQUIRE(failed.size() == 1);
+  CHECK(failed[0].job == job);
+  CHECK(scheduler.protocol().holds_clear());
+  CHECK(os.wakes == 2);  // without copy-failed ticking the tally, the last report woke nobody
 }
 
 TEST_CASE("the completion descriptor turns readable when a job lands; timed jobs say how long they took") {
