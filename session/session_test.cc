@@ -291,131 +291,117 @@ class WakeCountingOs : public test::ForwardingOs {
   std::atomic<int> wakes{0};
 };
 
-// Waits until the drain has applied every report posted so far and sleeps again: each ring's
-// consumed count caught up, then a sleeper on the gate (a drain goes back to sleep only after it
-// consumed, so the two together cannot be the sleep it left).
-void wait_until_applied_and_asleep(const ControlSegment& segment) {
-  for (const ReportRing* ring : segment.view().rings) {
-    while (ring->consumed() != ring->produced()) std::this_thread::yield();
-  }
-  while (segment.view().gate->sleepers.load() == 0) std::this_thread::yield();
-}
-
-TEST_CASE("a sleeping drain is woken once a job can settle, not by each rank's report") {
+// Two ranks on the host backend whose wake-up calls are counted, attached to a fresh arena whose
+// scheduler has taken their attach reports; a read-only view of the control segment to watch it.
+struct CountedRanks {
   Cluster cluster;
   SchedulerSession& scheduler = cluster.scheduler;
   WakeCountingOs os;
-  WorkerSession w0(os, cluster.arena, 0, 0);
-  WorkerSession w1(os, cluster.arena, 1, 0);
-  FakeDevice d0(w0.rank_geometry());
-  FakeDevice d1(w1.rank_geometry());
-  w0.set_device_kv(d0.segments, WorkerBackend::kHost);
-  w1.set_device_kv(d1.segments, WorkerBackend::kHost);
-  scheduler.drain(0);  // the attach reports
-  const std::vector<ChunkId> chunks{2};
-  const JobId job = scheduler.dispatch(JobKind::kStore, chunks);
-  std::vector<BlockPair> pairs;
-  scheduler.geometry().append_chunk_pairs(Direction::kDeviceToHost, chunks[0], 0, &pairs);
+  WorkerSession w0{os, cluster.arena, 0, 0};
+  WorkerSession w1{os, cluster.arena, 1, 0};
+  FakeDevice d0{w0.rank_geometry()};
+  FakeDevice d1{w1.rank_geometry()};
+  ControlSegment segment = ControlSegment::open(real_os(), cluster.arena, SegmentAccess::kReadOnly);
 
+  CountedRanks() {
+    w0.set_device_kv(d0.segments, WorkerBackend::kHost);
+    w1.set_device_kv(d1.segments, WorkerBackend::kHost);
+    scheduler.drain(0);  // the attach reports
+  }
+  std::vector<BlockPair> store_pairs(ChunkId chunk) const {
+    std::vector<BlockPair> pairs;
+    scheduler.geometry().append_chunk_pairs(Direction::kDeviceToHost, chunk, 0, &pairs);
+    return pairs;
+  }
+  void wait_until_asleep() const {
+    while (segment.view().gate->sleepers.load() == 0) std::this_thread::yield();
+  }
+  // Waits until the drain has applied every report posted so far and sleeps again: each ring's
+  // consumed count caught up, then a sleeper on the gate (a drain goes back to sleep only after
+  // it consumed, so the two together cannot be the sleep it left).
+  void wait_until_applied_and_asleep() const {
+    for (const ReportRing* ring : segment.view().rings) {
+      while (ring->consumed() != ring->produced()) std::this_thread::yield();
+    }
+    wait_until_asleep();
+  }
+};
+
+TEST_CASE("a sleeping drain is woken once a job can settle, not by each rank's report") {
+  CountedRanks r;
+  const JobId job = r.scheduler.dispatch(JobKind::kStore, std::vector<ChunkId>{2});
+  const std::vector<BlockPair> pairs = r.store_pairs(2);
   std::vector<JobId> done;
   std::thread drainer([&] {
     for (int i = 0; i < 10 && done.empty(); ++i) {
-      scheduler.drain(20'000'000'000);  // a lost wake-up would show as a missing one below
-      scheduler.take_completed(&done);
+      r.scheduler.drain(20'000'000'000);  // a lost wake-up would show as a missing one below
+      r.scheduler.take_completed(&done);
     }
   });
-  // Asleep, waiting for both ranks' reports.
-  const ControlSegment segment = ControlSegment::open(real_os(), cluster.arena, SegmentAccess::kReadOnly);
-  while (segment.view().gate->sleepers.load() == 0) std::this_thread::yield();
-  w0.store(job, pairs);
-  CHECK(os.wakes == 0);  // one report of two: the scheduler sleeps on
-  w1.store(job, pairs);
+  r.wait_until_asleep();  // waiting for both ranks' reports
+  r.w0.store(job, pairs);
+  REQUIRE(r.w0.wait(job, -1));  // its report is on the ring and counted
+  CHECK(r.os.wakes == 0);  // one report of two: the scheduler sleeps on
+  r.w1.store(job, pairs);
   drainer.join();
   CHECK(done == std::vector<JobId>{job});
-  CHECK(os.wakes == 1);
+  CHECK(r.os.wakes == 1);
 }
 
 TEST_CASE("jobs in flight: a report that leaves every job a report short does not wake the drain") {
   // Before the job tallies, the drain slept until "the fewest reports any job still needs" were
   // counted: here 2, so rank 1's report of job b woke it although neither job could settle.
-  Cluster cluster;
-  SchedulerSession& scheduler = cluster.scheduler;
-  WakeCountingOs os;
-  WorkerSession w0(os, cluster.arena, 0, 0);
-  WorkerSession w1(os, cluster.arena, 1, 0);
-  FakeDevice d0(w0.rank_geometry());
-  FakeDevice d1(w1.rank_geometry());
-  w0.set_device_kv(d0.segments, WorkerBackend::kHost);
-  w1.set_device_kv(d1.segments, WorkerBackend::kHost);
-  scheduler.drain(0);  // the attach reports
-  const std::vector<ChunkId> chunks_a{2};
-  const std::vector<ChunkId> chunks_b{3};
-  const JobId a = scheduler.dispatch(JobKind::kStore, chunks_a);
-  const JobId b = scheduler.dispatch(JobKind::kStore, chunks_b);
-  std::vector<BlockPair> pairs_a;
-  std::vector<BlockPair> pairs_b;
-  scheduler.geometry().append_chunk_pairs(Direction::kDeviceToHost, chunks_a[0], 0, &pairs_a);
-  scheduler.geometry().append_chunk_pairs(Direction::kDeviceToHost, chunks_b[0], 0, &pairs_b);
-
+  CountedRanks r;
+  const JobId a = r.scheduler.dispatch(JobKind::kStore, std::vector<ChunkId>{2});
+  const JobId b = r.scheduler.dispatch(JobKind::kStore, std::vector<ChunkId>{3});
+  const std::vector<BlockPair> pairs_a = r.store_pairs(2);
+  const std::vector<BlockPair> pairs_b = r.store_pairs(3);
   std::vector<JobId> done;
   std::thread drainer([&] {
     for (int i = 0; i < 10 && done.size() < 2; ++i) {
-      scheduler.drain(20'000'000'000);  // a lost wake-up would show as a missing one below
-      scheduler.take_completed(&done);
+      r.scheduler.drain(20'000'000'000);  // a lost wake-up would show as a missing one below
+      r.scheduler.take_completed(&done);
     }
   });
-  const ControlSegment segment = ControlSegment::open(real_os(), cluster.arena, SegmentAccess::kReadOnly);
-  while (segment.view().gate->sleepers.load() == 0) std::this_thread::yield();
-  w0.store(a, pairs_a);
-  REQUIRE(w0.wait(a, -1));  // its report is on the ring and counted
-  w1.store(b, pairs_b);
-  REQUIRE(w1.wait(b, -1));
-  CHECK(os.wakes == 0);  // each job one report short: the scheduler sleeps on
-  CHECK(segment.view().gate->sleepers.load() == 1);
-  w1.store(a, pairs_a);  // job a can settle
-  REQUIRE(w1.wait(a, -1));
-  wait_until_applied_and_asleep(segment);
-  CHECK(os.wakes == 1);
-  w0.store(b, pairs_b);  // then job b
+  r.wait_until_asleep();
+  r.w0.store(a, pairs_a);
+  REQUIRE(r.w0.wait(a, -1));
+  r.w1.store(b, pairs_b);
+  REQUIRE(r.w1.wait(b, -1));
+  CHECK(r.os.wakes == 0);  // each job one report short: the scheduler sleeps on
+  CHECK(r.segment.view().gate->sleepers.load() == 1);
+  r.w1.store(a, pairs_a);  // job a can settle
+  REQUIRE(r.w1.wait(a, -1));
+  r.wait_until_applied_and_asleep();
+  CHECK(r.os.wakes == 1);
+  r.w0.store(b, pairs_b);  // then job b
   drainer.join();
   std::sort(done.begin(), done.end());
   CHECK(done == std::vector<JobId>{a, b});
-  CHECK(os.wakes == 2);  // once per job: a lost wake-up would leave it at 1
+  CHECK(r.os.wakes == 2);  // once per job: a lost wake-up would leave it at 1
 }
 
 TEST_CASE("a job that failed on one rank wakes the drain again when its last rank reports") {
-  Cluster cluster;
-  SchedulerSession& scheduler = cluster.scheduler;
-  WakeCountingOs os;
-  WorkerSession w0(os, cluster.arena, 0, 0);
-  WorkerSession w1(os, cluster.arena, 1, 0);
-  FakeDevice d1(w1.rank_geometry());
-  w1.set_device_kv(d1.segments, WorkerBackend::kHost);
-  scheduler.drain(0);  // the attach reports
-  const std::vector<ChunkId> chunks{2};
-  const JobId job = scheduler.dispatch(JobKind::kStore, chunks);
-  std::vector<BlockPair> pairs;
-  scheduler.geometry().append_chunk_pairs(Direction::kDeviceToHost, chunks[0], 0, &pairs);
-
+  CountedRanks r;
+  const JobId job = r.scheduler.dispatch(JobKind::kStore, std::vector<ChunkId>{2});
   std::vector<FailedJob> failed;
   std::thread drainer([&] {
     // Until the job settled (its chunk no longer pinned), not only failed.
-    for (int i = 0; i < 10 && (failed.empty() || !scheduler.protocol().holds_clear()); ++i) {
-      scheduler.drain(20'000'000'000);
-      scheduler.take_failed(&failed);
+    for (int i = 0; i < 10 && (failed.empty() || !r.scheduler.protocol().holds_clear()); ++i) {
+      r.scheduler.drain(20'000'000'000);
+      r.scheduler.take_failed(&failed);
     }
   });
-  const ControlSegment segment = ControlSegment::open(real_os(), cluster.arena, SegmentAccess::kReadOnly);
-  while (segment.view().gate->sleepers.load() == 0) std::this_thread::yield();
-  w0.post_job_done(job, EIO);  // rank 0 refused it: urgent, the job fails
-  wait_until_applied_and_asleep(segment);
-  CHECK(os.wakes == 1);
-  w1.store(job, pairs);  // rank 1's copy was already out: its report settles the job
+  r.wait_until_asleep();
+  r.w0.post_job_done(job, EIO);  // rank 0 refused it: urgent, the job fails
+  r.wait_until_applied_and_asleep();
+  CHECK(r.os.wakes == 1);
+  r.w1.store(job, r.store_pairs(2));  // rank 1's copy was already out: its report settles the job
   drainer.join();
   REQUIRE(failed.size() == 1);
   CHECK(failed[0].job == job);
-  CHECK(scheduler.protocol().holds_clear());
-  CHECK(os.wakes == 2);  // without copy-failed ticking the tally, the last report woke nobody
+  CHECK(r.scheduler.protocol().holds_clear());
+  CHECK(r.os.wakes == 2);  // without copy-failed ticking the tally, the last report woke nobody
 }
 
 TEST_CASE("the completion descriptor turns readable when a job lands; timed jobs say how long they took") {
