@@ -16,7 +16,7 @@
 // the H200 host the call ran 55-78 us after the copies ended at the median and 271-395 us at p99),
 // or polling: cudaEventQuery, then a sleep of poll_ns, again, while a call waits (each sleep ends
 // within a microsecond of slack; at 50 us the rank processes of `hugepin bench offload` on the H200
-// host used 2-55% more CPU per job than asleep, and nothing is spent while no call waits). Engines
+// host used up to 55% more CPU per job than asleep, and nothing is spent while no call waits). Engines
 // that poll their events today pay the same.
 //
 // Thread-safety: add() from any thread. The calls run on the watcher's threads, one at a time per

@@ -189,9 +189,9 @@ typedef struct hugepin_worker_options {
    * job's event until the driver wakes it (no CPU while copies run; on an H200 host it heard
    * 55-78 us after the copies ended at the median, up to ~400 us at p99). > 0: that thread asks
    * the event every this many ns while a job waits and hears about that late (polling every 50 us
-   * cost the H200 host's rank processes 2-55% more CPU per job than sleeping; nothing while no job
-   * waits). An engine that collects results once per step needs 0; one that
-   * settles jobs as they land, 10-50 us. */
+   * cost the H200 host's rank processes up to 55% more CPU per job than sleeping; nothing while
+   * no job waits). An engine that collects results once per step needs 0; one that settles jobs
+   * as they land, 10-50 us. */
   int64_t completion_poll_ns;
 } hugepin_worker_options;
 #define HUGEPIN_WORKER_OPTIONS_INIT {sizeof(hugepin_worker_options), 0, 0, 0, 0}
