@@ -103,9 +103,11 @@ RankAttachment RankAttachment::attach(Os& os, std::string_view arena, uint32_t t
     if (replaced != kNoOwner) {
       attachment.took_over_ = true;
       record.takeovers.fetch_add(1, std::memory_order_relaxed);
-      // A dead producer may have died asleep on the ring's space doorbell.
-      attachment.ring_->forget_producer_sleep();
     }
+    // Whoever produced on the ring before, dead or detached: its last batch counted, a cut-short
+    // one erased, its sleep on the space doorbell forgotten. Cheap enough to do always (at most a
+    // store per slot, once per attach).
+    attachment.ring_->take_over_producer();
     attachment.attach_generation_ = update_status(record, RankState::kAttached, /*new_generation=*/true);
     status_set = true;
     record.heartbeat_ns.store(os.monotonic_ns(), std::memory_order_relaxed);
@@ -184,11 +186,10 @@ uint32_t RankAttachment::pp_rank() const { return record_->pp_rank; }
 uint64_t RankAttachment::payload_bytes_per_block() const { return record_->payload_bytes_per_block; }
 
 void RankAttachment::stamp(std::span<Report> reports) const {
-  uint64_t sequence = ring_->produced() + 1;  // this attachment is the one producer
+  // The sequence is the ring's to write (ipc/report_ring.h).
   const auto now = static_cast<uint64_t>(os_->monotonic_ns());
   for (Report& report : reports) {
     report.rank = static_cast<uint16_t>(rank_);
-    report.sequence = sequence++;
     report.time_ns = now;
   }
 }

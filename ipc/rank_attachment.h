@@ -77,7 +77,7 @@ class RankAttachment {
   bool took_over() const { return took_over_; }
   uint64_t attach_generation() const { return attach_generation_; }
 
-  // Stamps `kind`, `value` and `flags` with the rank, the next sequence number and the time, and
+  // Stamps `kind`, `value` and `flags` with the rank and the time (the ring numbers it), and
   // posts it, waiting while the ring is full. Throws Error (EAGAIN) when the wait passes the post
   // timeout: the report is not posted.
   void post(ReportKind kind, uint64_t value, uint32_t flags = 0);

@@ -72,8 +72,7 @@ ReportRing::ReportRing(uint32_t capacity, int64_t doorbell_offset, uint64_t firs
       first_index_(first_index),
       tail_(first_index),
       cached_head_(first_index),
-      head_(first_index),
-      cached_tail_(first_index) {}
+      head_(first_index) {}
 
 ReportRing* ReportRing::init(void* memory, uint32_t capacity, Doorbell* data_doorbell, uint64_t first_index) {
   HUGEPIN_REQUIRE(memsize(capacity) != 0, "capacity ", capacity, ": a power of two from ", kMinCapacity, " to ", kMaxCapacity);
@@ -85,6 +84,7 @@ ReportRing* ReportRing::init(void* memory, uint32_t capacity, Doorbell* data_doo
     doorbell_offset = static_cast<int64_t>(offsetof(ReportRing, own_data_doorbell_));
   }
   auto* ring = new (memory) ReportRing(capacity, doorbell_offset, first_index);
+  // Sequence 0 is no index's stamp: every slot starts unpublished.
   std::memset(static_cast<void*>(ring->slots()), 0, static_cast<size_t>(capacity) * sizeof(Report));
   return ring;
 }
@@ -134,17 +134,20 @@ ReportRing* ReportRing::attach(std::byte* mapping, size_t mapping_bytes, uint64_
 }
 
 
-void ReportRing::write_batch(uint64_t first, const Report* records, uint32_t n) {
+void ReportRing::write_rest(uint64_t first, const Report* records, uint32_t n) {
   static_assert(kLineBytes % sizeof(Report) == 0);
   constexpr uint64_t kPerLine = kLineBytes / sizeof(Report);
   // Whole lines only, all of whose slots are free: never a line the consumer may still read.
   const uint64_t from = (first + n + kPrefetchAhead + kPerLine - 1) & ~(kPerLine - 1);
   const uint64_t to = std::min<uint64_t>(first + n + kPrefetchAhead + n, cached_head_ + capacity_) & ~(kPerLine - 1);
   if (from < to) prefetch_slots(from, to - from);
-  const uint32_t at = static_cast<uint32_t>(first) & (capacity_ - 1);
-  const uint32_t until_end = std::min(n, capacity_ - at);
-  std::memcpy(static_cast<void*>(slots() + at), records, until_end * sizeof(Report));
-  if (until_end < n) std::memcpy(static_cast<void*>(slots()), records + until_end, (n - until_end) * sizeof(Report));
+  // A consumer that waits polls the first record's line. Its other records are written last, just
+  // before the first one (write_published), so that the line changes hands once per batch, not
+  // once per write. Slot lines start at indices that are multiples of kPerLine (the slots start on
+  // a line and the capacity is a multiple of kPerLine).
+  const uint32_t first_line = static_cast<uint32_t>(std::min<uint64_t>(kPerLine - first % kPerLine, n));
+  for (uint32_t i = first_line; i < n; ++i) write_stamped(first + i, records[i]);
+  for (uint32_t i = 1; i < first_line; ++i) write_stamped(first + i, records[i]);
 }
 
 void ReportRing::prefetch_slots(uint64_t first, uint64_t count) {
@@ -171,8 +174,11 @@ bool ReportRing::has_space() const {
 }
 
 bool ReportRing::has_data() const {
-  // seq_cst (also acquire) pairs with the store of tail_ in push_batch.
-  return tail_.load(std::memory_order_seq_cst) != head_.load(std::memory_order_relaxed);
+  const uint64_t head = head_.load(std::memory_order_relaxed);  // the consumer's own index
+  // seq_cst (also acquire) pairs with the store of tail_ in publish_batch. tail - head - 1 below
+  // the capacity: the index is past head (not behind it, as after a dead producer's uncounted
+  // batch). The stamp: such a batch, which no producer will wake the consumer for.
+  return tail_.load(std::memory_order_seq_cst) - head - 1 < capacity_ || published(head);
 }
 
 uint32_t ReportRing::push_wait(Os& os, const Report* records, uint32_t count, int64_t timeout_ns) {
@@ -190,7 +196,24 @@ bool ReportRing::wait_for_space(Os& os, int64_t timeout_ns) {
   return space_doorbell_.wait(os, [this] { return has_space(); }, timeout_ns);
 }
 
-void ReportRing::forget_producer_sleep() { space_doorbell_.sleepers.store(0, std::memory_order_relaxed); }
+void ReportRing::take_over_producer() {
+  space_doorbell_.sleepers.store(0, std::memory_order_relaxed);
+  // Before any scan: slots from here on up to head + capacity are free or unread, and stay so
+  // however far the consumer moves on meanwhile.
+  const uint64_t head = head_.load(std::memory_order_acquire);
+  uint64_t tail = tail_.load(std::memory_order_relaxed);
+  // A batch stamped but not counted: its stamps follow one another from the index (its first is
+  // stamped last). Bounded by the capacity, so a corrupt segment cannot loop.
+  for (uint32_t n = 0; n < capacity_ && published(tail); ++n) ++tail;
+  // A batch cut short: some of its slots after the first may carry their stamps, and the consumer
+  // would take them once the next batches reached them. Every slot from the index up to what a
+  // dead producer could have written (its cached head + capacity, at most head + capacity) is
+  // erased: all of them free, the consumer being at or below the index. Relaxed: the first publish
+  // after this is a release store, which the consumer acquires before it reads any of these stamps.
+  for (uint64_t index = tail; index - head < capacity_; ++index) stamp_of(index).store(0, std::memory_order_relaxed);
+  tail_.store(tail, std::memory_order_release);
+  cached_head_ = head;
+}
 
 bool ReportRing::wait_for_data(Os& os, int64_t timeout_ns, uint32_t spins) {
   for (uint32_t i = 0; i < spins; ++i) {
@@ -214,11 +237,12 @@ uint64_t ReportRing::consumed() const {
 }
 
 uint32_t ReportRing::depth() const {
-  // Acquire pairs with the stores in pop_batch and push_batch. Head first: the tail, read later,
-  // is not below it.
+  // Acquire pairs with the stores in pop_batch and publish_batch. Head first: the tail, read
+  // later, is not below it, except when the consumer took a dead producer's uncounted batch.
   const uint64_t head = head_.load(std::memory_order_acquire);
   const uint64_t tail = tail_.load(std::memory_order_acquire);
-  return static_cast<uint32_t>(std::min<uint64_t>(tail - head, capacity_));
+  const uint64_t waiting = tail - head;
+  return waiting <= capacity_ ? static_cast<uint32_t>(waiting) : 0;
 }
 
 bool wait_for_any(Os& os, Doorbell& doorbell, std::span<ReportRing* const> rings, int64_t timeout_ns,

@@ -3,18 +3,27 @@
 //
 // Built like DPDK's rte_ring: memsize(capacity) says how many bytes a ring needs, init() builds it
 // in place, attach() validates one that another process built. The producer's index and the
-// consumer's index sit on their own pairs of cache lines, each beside the side's cached copy of
-// the other index, so the fast path of a push touches the consumer's line only when the ring looks
-// full (and a pop the producer's only when it looks empty). A batch is published with one release
-// store of the index, and no fence: see the doorbell below. Indices are 64-bit counters that
-// never wrap in practice (2^64 reports); the slot is `index & (capacity - 1)`, and unsigned
-// differences stay right across 2^64 anyway (tested there).
+// consumer's index sit on their own pairs of cache lines; the producer keeps a cached copy of the
+// consumer's index, so the fast path of a push touches the consumer's line only when the ring
+// looks full. Indices are 64-bit counters that never wrap in practice (2^64 reports); the slot is
+// `index & (capacity - 1)`, and unsigned differences stay right across 2^64 anyway (tested there).
+//
+// The ring numbers the records: a record's `sequence` field becomes its count on this ring, from
+// 1, whatever the producer put there, and that stamp is what publishes it. The consumer finds new
+// records by their stamps and never reads the producer's index, so a record crosses between the
+// two CPUs in its own cache line alone (the index's line used to cross too, once per pop of an
+// empty-looking ring: half the traffic of a push and pop one record at a time). A batch's first
+// record is stamped last, with a release store, and the consumer takes only stamps that follow one
+// another from its index: a batch becomes visible whole or not at all. The producer's index is
+// still stored after each batch, for the observers, the doorbell's wait condition and the next
+// producer.
 //
 // A report is never dropped or duplicated: a push that finds no room writes fewer records (0 when
-// full) and the caller chooses to wait (push_wait) or to back off. Records are copied into their
-// slots before the release-store of the producer's index, so a producer killed mid-batch leaves
-// nothing half-written behind: the consumer sees whole records or none, and a new producer
-// continues from the published index.
+// full) and the caller chooses to wait (push_wait) or to back off. A producer killed mid-batch
+// leaves nothing half-written behind: the consumer sees whole records or none. A producer killed
+// between stamping a batch and storing its index leaves a batch the consumer takes anyway; the next
+// producer calls take_over_producer() first, which moves the index past it and erases the stamps
+// of a batch that was never published.
 //
 // Sleeping: a consumer that finds the ring empty may sleep on the ring's data doorbell (its own,
 // or one doorbell that every ring of an arena shares, so that one scheduler thread can sleep on
@@ -49,7 +58,9 @@ class ReportRing {
  public:
   static constexpr uint32_t kMinCapacity = 2;
   static constexpr uint32_t kMaxCapacity = 1u << 24;  // 512 MiB of records
-  static constexpr uint64_t kMagic = 0x32474e4952504848;  // "HHPRING2": ring 1 waited on another doorbell protocol
+  // "HHPRING3": ring 2 published by the producer's index alone; ring 1 waited on another doorbell
+  // protocol.
+  static constexpr uint64_t kMagic = 0x33474e4952504848;
 
   // Bytes a ring of `capacity` records needs (a multiple of 128), or 0 when capacity is not a power
   // of two in [kMinCapacity, kMaxCapacity].
@@ -74,7 +85,8 @@ class ReportRing {
   // --- producer (one at a time) ---
 
   // Copies up to `count` records, in order, as many as there is room for, and returns how many:
-  // 0 when the ring is full. Wakes a consumer sleeping on the data doorbell.
+  // 0 when the ring is full. Each copy's `sequence` is the ring's count of it, from 1 (the caller's
+  // value is not kept). Wakes a consumer sleeping on the data doorbell.
   inline uint32_t push_batch(Os& os, const Report* records, uint32_t count);
   // push_batch without the wake-up: for producers that tell their consumer another way (an
   // arena's workers count their reports on the report gate, ipc/report_gate.h).
@@ -87,9 +99,13 @@ class ReportRing {
   // the time ran out (the rest were not written; the caller decides, e.g. EAGAIN).
   uint32_t push_wait(Os& os, const Report* records, uint32_t count, int64_t timeout_ns);
 
-  // A producer that takes over the ring from one that died: forgets that the dead one may have
-  // been asleep on the space doorbell (only the producer sleeps there).
-  void forget_producer_sleep();
+  // Called by a producer before its first push when it may follow another (always, for an
+  // arena's ranks): moves the producer's index past a batch that a producer killed between
+  // stamping and storing the index had published, erases the stamps a producer killed mid-batch
+  // left on slots it never published (or the consumer would take them once the next batch
+  // reached them), and forgets that the last producer may have died asleep on the space doorbell
+  // (only the producer sleeps there). REQUIRES: no other producer is alive. The consumer may run.
+  void take_over_producer();
 
   // --- consumer (one at a time) ---
 
@@ -105,11 +121,13 @@ class ReportRing {
   // --- observers (anyone) ---
 
   uint32_t capacity() const { return capacity_; }
-  // Records ever pushed (the producer's index minus the first index); acquire.
+  // Records ever pushed (the producer's index minus the first index); acquire. A batch a killed
+  // producer stamped but did not count is counted once the next producer takes over.
   uint64_t produced() const;
   // Records ever popped.
   uint64_t consumed() const;
-  // Records waiting now, clamped to [0, capacity] (the two indices are read one after the other).
+  // Records waiting now by the two indices, read one after the other: in [0, capacity], 0 when
+  // the consumer is past the producer's index (it took a dead producer's uncounted batch).
   uint32_t depth() const;
   // The doorbell the consumer sleeps on.
   Doorbell& data_doorbell() {
@@ -118,8 +136,9 @@ class ReportRing {
   const Doorbell& data_doorbell() const {
     return *reinterpret_cast<const Doorbell*>(reinterpret_cast<const std::byte*>(this) + data_doorbell_offset_);
   }
-  // Whether the ring holds a record now. Reads the producer's index with seq_cst, so it may serve
-  // as a Doorbell::wait condition.
+  // Whether the ring holds a record now: the producer's index is past the consumer's, or the next
+  // record is stamped. Reads the producer's index with seq_cst, so it may serve as a
+  // Doorbell::wait condition.
   bool has_data() const;
 
   static constexpr uint32_t kDefaultSpins = 256;
@@ -146,11 +165,35 @@ class ReportRing {
     return capacity_ - static_cast<uint32_t>(std::min<uint64_t>(tail - head, capacity_));
   }
   Report& slot(uint64_t index) { return slots()[static_cast<uint32_t>(index) & (capacity_ - 1)]; }
-  // Copies `n` > 1 records into the slots from index `first` on, across the array's end, and
-  // prefetches the lines of the `n` slots from kPrefetchAhead past the batch on, those known to be
-  // free (below cached_head_ + capacity: the consumer is done with them). Out of line: one call per
-  // batch, and the inline fast path stays small enough to be inlined.
-  void write_batch(uint64_t first, const Report* records, uint32_t n);
+  const Report& slot(uint64_t index) const { return const_cast<ReportRing*>(this)->slot(index); }
+  // The sequence the record at `index` carries once published: its count on this ring, from 1.
+  // Never 0 (until 2^64 - 1 records), so a zeroed slot is never published.
+  uint64_t stamp_for(uint64_t index) const { return index - first_index_ + 1; }
+  // The slot's sequence field as the atomic the two sides meet on.
+  std::atomic_ref<uint64_t> stamp_of(uint64_t index) const {
+    return std::atomic_ref<uint64_t>(const_cast<ReportRing*>(this)->slot(index).sequence);
+  }
+  // Whether the record at `index` is published (acquire: its fields are complete, and so are the
+  // records of its batch after it).
+  bool published(uint64_t index) const {
+    return stamp_of(index).load(std::memory_order_acquire) == stamp_for(index);
+  }
+  // Copies `record` into the slot of `index`, then stamps it with a release store: the store that
+  // publishes it, and the records before it in program order (the rest of its batch).
+  void write_published(uint64_t index, const Report& record);
+  // Copies `record` into the slot of `index` with its stamp, plain stores: for the records of a
+  // batch after its first, whose stamps the consumer reads only after the first one's.
+  void write_stamped(uint64_t index, const Report& record) {
+    Report stamped = record;
+    stamped.sequence = stamp_for(index);
+    slot(index) = stamped;
+  }
+  // Writes records 1..n-1 (n > 1) of the batch whose first record goes to index `first` (not
+  // written here: write_published, after), and prefetches the lines of the `n` slots from
+  // kPrefetchAhead past the batch on, those known to be free (below cached_head_ + capacity: the
+  // consumer is done with them). Out of line: one call per batch, and the inline fast path stays
+  // small enough to be inlined.
+  void write_rest(uint64_t first, const Report* records, uint32_t n);
   // Prefetches the lines of `count` slots from index `first` on (whole lines), across the end.
   void prefetch_slots(uint64_t first, uint64_t count);
   // Copies `n` > 1 records out of the slots from index `first` on, across the array's end.
@@ -169,7 +212,6 @@ class ReportRing {
 
   // Consumer's pair of lines.
   alignas(kCacheLinePair) std::atomic<uint64_t> head_;  // next index to read
-  uint64_t cached_tail_;  // consumer-only; a safe lower bound of tail_
 
   Doorbell own_data_doorbell_;
   Doorbell space_doorbell_;
@@ -200,27 +242,31 @@ inline uint32_t ReportRing::publish_batch(const Report* records, uint32_t count)
   }
   const uint32_t n = std::min(count, space);
   if (n == 0) return 0;
-  if (n == 1) {
-    slot(tail) = records[0];
-  } else {
-    write_batch(tail, records, n);
-  }
-  // Release pairs with the acquire load of tail_ in pop_batch (and the seq_cst one in has_data):
-  // the records above are complete before the index that publishes them.
+  if (n > 1) write_rest(tail, records, n);
+  write_published(tail, records[0]);  // last: publishes the batch
+  // Release pairs with the acquire loads of tail_ (observers, the seq_cst one in has_data).
   tail_.store(tail + n, std::memory_order_release);
   return n;
 }
 
+inline void ReportRing::write_published(uint64_t index, const Report& record) {
+  Report& to = slot(index);
+  to.kind = record.kind;
+  to.rank = record.rank;
+  to.flags = record.flags;
+  to.value = record.value;
+  to.time_ns = record.time_ns;
+  // Release pairs with the acquire load in published().
+  stamp_of(index).store(stamp_for(index), std::memory_order_release);
+}
+
 inline uint32_t ReportRing::pop_batch(Os& os, Report* out, uint32_t max) {
   const uint64_t head = head_.load(std::memory_order_relaxed);  // only this consumer writes head_
-  uint64_t available = cached_tail_ - head;
-  if (available < max) {
-    // Acquire pairs with the release store of tail_ in push_batch: every record below tail is
-    // complete.
-    cached_tail_ = tail_.load(std::memory_order_acquire);
-    available = cached_tail_ - head;
-  }
-  const uint32_t n = static_cast<uint32_t>(std::min<uint64_t>({available, max, capacity_}));
+  const uint32_t limit = std::min(max, capacity_);
+  // The stamps that follow one another from head: whole batches (a batch's first stamp is its
+  // last store). Only these slots' lines are read, never the producer's.
+  uint32_t n = 0;
+  while (n < limit && published(head + n)) ++n;
   if (n == 0) return 0;
   if (n == 1) {
     out[0] = slot(head);

@@ -91,6 +91,19 @@ TEST_CASE("batches stop at full and at empty, and keep their order") {
   CHECK(ring->consumed() == 11);
 }
 
+TEST_CASE("the ring numbers the records it carries, whatever sequence the producer gave them") {
+  Os& os = real_os();
+  Buffer buffer(ReportRing::memsize(8));
+  ReportRing* ring = ReportRing::init(buffer.data, 8);
+  std::vector<Report> reports = make_reports(1, 6);
+  for (Report& report : reports) report.sequence = 999;
+  REQUIRE(ring->push_batch(os, reports.data(), 1) == 1);
+  REQUIRE(ring->push_batch(os, reports.data() + 1, 5) == 5);
+  Report out[8];
+  REQUIRE(ring->pop_batch(os, out, 8) == 6);
+  check_reports(out, 6, 1);  // make_report(n) has sequence n: the ring's count, from 1
+}
+
 TEST_CASE("indices cross 2^64 without a lost or repeated record") {
   Os& os = real_os();
   const uint32_t capacity = 16;

@@ -1,5 +1,6 @@
 // A producer killed with SIGKILL at random points, mid-batch included: the consumer sees whole
-// records only, none twice, none missing, and the next producer continues the sequence.
+// records only, none twice, none missing, and the next producer (after take_over_producer)
+// continues the sequence. Also what a killed producer can leave in the slots, set up by hand.
 #include <doctest/doctest.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -36,10 +37,12 @@ bool is_stamped(const Report& report, uint64_t sequence) {
   return std::memcmp(&report, &expected, sizeof(Report)) == 0;
 }
 
-// The producer: continues from what the ring has published, in batches of 1..300, until killed.
+// The producer: takes the ring over, continues from what it has published, in batches of 1..300,
+// until killed.
 [[noreturn]] void produce_forever(ReportRing* ring, uint64_t round) {
   std::mt19937_64 random(kSeed + round);
   std::vector<Report> batch;
+  ring->take_over_producer();
   uint64_t next = ring->produced() + 1;
   for (;;) {
     batch.clear();
@@ -99,7 +102,9 @@ TEST_CASE("SIGKILL at random points leaves only whole records, and the next prod
     while (consumer.drain_once() != 0) {
     }
     CHECK(ring->depth() == 0);
+    CHECK_FALSE(ring->has_data());
   }
+  ring->take_over_producer();  // as the next producer would: counts a batch the last one published
   CHECK(consumer.bad == 0);
   CHECK(consumer.expected - 1 == ring->produced());
   CHECK(ring->produced() > 0);
@@ -126,12 +131,92 @@ TEST_CASE("slots written but not published stay invisible and are overwritten") 
   for (uint64_t i = 0; i < 3; ++i) CHECK(is_stamped(out[i], i + 1));
   CHECK(ring->pop_batch(os, out, 8) == 0);
   // The next producer writes over them from the published index.
+  ring->take_over_producer();
+  CHECK(ring->produced() == 3);
   std::vector<Report> next = {stamped(4), stamped(5)};
   REQUIRE(ring->push_batch(os, next.data(), 2) == 2);
   REQUIRE(ring->pop_batch(os, out, 8) == 2);
   CHECK(is_stamped(out[0], 4));
   CHECK(is_stamped(out[1], 5));
   munmap(memory, bytes);
+}
+
+namespace {
+
+// A ring of 8 in an anonymous shared mapping, with its slots open to the test (they follow the
+// ring's header), to set up what a killed producer leaves.
+struct SmallRing {
+  static constexpr uint32_t kCapacity = 8;
+  size_t bytes = ReportRing::memsize(kCapacity);
+  void* memory = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  ReportRing* ring = ReportRing::init(memory, kCapacity);
+  Report* slots = reinterpret_cast<Report*>(static_cast<std::byte*>(memory) + sizeof(ReportRing));
+  Os& os = real_os();
+
+  ~SmallRing() { munmap(memory, bytes); }
+  void push(uint64_t first_sequence, uint32_t count) {
+    std::vector<Report> batch;
+    for (uint32_t i = 0; i < count; ++i) batch.push_back(stamped(first_sequence + i));
+    REQUIRE(ring->push_batch(os, batch.data(), count) == count);
+  }
+  // What a producer leaves in slot `index` (from 0) once it has written and stamped it.
+  void write_stamped(uint64_t index) { slots[index % kCapacity] = stamped(index + 1); }
+  std::vector<Report> pop_all() {
+    Report out[kCapacity];
+    const uint32_t n = ring->pop_batch(os, out, kCapacity);
+    return std::vector<Report>(out, out + n);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a batch a killed producer stamped but did not count is taken, and counted by the next producer") {
+  SmallRing small;
+  REQUIRE(small.memory != MAP_FAILED);
+  small.push(1, 3);
+  // Killed after stamping its batch of 2 (its first slot last), before moving its index.
+  small.write_stamped(4);
+  small.write_stamped(3);
+  CHECK(small.ring->produced() == 3);
+  CHECK(small.ring->has_data());
+  std::vector<Report> got = small.pop_all();
+  REQUIRE(got.size() == 5);
+  for (uint64_t i = 0; i < 5; ++i) CHECK(is_stamped(got[i], i + 1));
+  // The consumer is past the index now: nothing waits, and nothing looks like it does.
+  CHECK(small.ring->depth() == 0);
+  CHECK_FALSE(small.ring->has_data());
+  CHECK(small.pop_all().empty());
+  small.ring->take_over_producer();
+  CHECK(small.ring->produced() == 5);
+  small.push(6, 2);
+  got = small.pop_all();
+  REQUIRE(got.size() == 2);
+  CHECK(is_stamped(got[0], 6));
+  CHECK(is_stamped(got[1], 7));
+}
+
+TEST_CASE("a batch cut short leaves stamps the next producer erases, so they are never taken") {
+  SmallRing small;
+  REQUIRE(small.memory != MAP_FAILED);
+  small.push(1, 3);
+  CHECK(small.pop_all().size() == 3);
+  // Killed while writing a batch of 4 at slots 3..6: every slot but the first stamped.
+  for (uint64_t index = 4; index < 7; ++index) small.write_stamped(index);
+  CHECK_FALSE(small.ring->has_data());
+  CHECK(small.pop_all().empty());
+  // The next producer publishes one record at slot 3: the consumer takes that one alone, not the
+  // dead batch's slots after it (their stamps are right for their indices).
+  small.ring->take_over_producer();
+  CHECK(small.ring->produced() == 3);
+  small.push(4, 1);
+  std::vector<Report> got = small.pop_all();
+  REQUIRE(got.size() == 1);
+  CHECK(is_stamped(got[0], 4));
+  CHECK(small.pop_all().empty());
+  small.push(5, 3);
+  got = small.pop_all();
+  REQUIRE(got.size() == 3);
+  for (uint64_t i = 0; i < 3; ++i) CHECK(is_stamped(got[i], 5 + i));
 }
 
 }  // namespace hugepin

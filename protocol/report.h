@@ -22,7 +22,7 @@ struct Report {
   ReportKind kind;
   uint16_t rank;      // flat rank: pp_rank * tp + tp_rank
   uint32_t flags;     // kind-specific (kCopyFailed: errno)
-  uint64_t sequence;  // the producer's count of reports on its ring, from 1: gaps and repeats show
+  uint64_t sequence;  // the record's count on its ring, from 1, written by the ring (ipc/report_ring.h)
   uint64_t value;     // job id, epoch or pid, by kind
   uint64_t time_ns;   // CLOCK_MONOTONIC when posted
 };
