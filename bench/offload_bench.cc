@@ -2,9 +2,11 @@
 
 #include <poll.h>
 #include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <iostream>
 #include <span>
@@ -373,6 +375,18 @@ class OffloadRun {
     return job;
   }
 
+  // Learns which jobs settled: sleeps up to 1 ms until one can, or, once per step
+  // (collect_every_ns), sleeps to the step's end outside the protocol and looks without waiting.
+  void collect(Path& path, std::vector<Settled>* settled) {
+    if (options_.collect_every_ns == 0) return path.progress(1'000'000, settled);
+    const int64_t now = real_os().monotonic_ns();
+    next_collect_ns_ = std::max(next_collect_ns_ + options_.collect_every_ns, now);  // a late step is not made up
+    const timespec at{next_collect_ns_ / 1'000'000'000, next_collect_ns_ % 1'000'000'000};
+    while (::clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &at, nullptr) == EINTR) {
+    }
+    path.progress(0, settled);
+  }
+
   // Runs jobs until the window ends and every job settled, then gives every chunk back.
   Measured run_jobs(Path& path, Mix mix) {
     cli::ChunkCache cache(geometry_.chunk_count(), slots_, 7);
@@ -413,7 +427,7 @@ class OffloadRun {
           const JobId id = path.dispatch(*job);
           open.emplace(id, std::make_pair(std::move(*job), now));
         }
-        path.progress(1'000'000, &settled);
+        collect(path, &settled);
         settle(timed, until);
         options_.check_interrupted();
       }
@@ -597,6 +611,7 @@ class OffloadRun {
   uint64_t slots_;
   cli::RankProcesses ranks_;
   uint64_t tag_ = 0;
+  int64_t next_collect_ns_ = 0;  // the end of the scheduler's current step (collect_every_ns)
   std::vector<int64_t> origin_slot_;   // the slot whose stamp each GPU slot holds; -1: unknown
   std::vector<int64_t> origin_chunk_;  // the same for each host chunk
 };
@@ -635,6 +650,9 @@ void check_offload_bench_options(const OffloadBenchOptions& o) {
     throw Error(cat("--chunks-per-job ", o.chunks_per_job, ": 1 to ", kMaxCopiesPerPacket));
   }
   if (o.cpu_bytes == 0) throw Error("--cpu-bytes 0: the host KV needs room for the chunks in flight");
+  if (o.collect_every_ns < 0 || o.collect_every_ns > 1'000'000'000) {
+    throw Error(cat("--collect-every-us ", o.collect_every_ns / 1e3, ": 0 (wake per job) to 1000000"));
+  }
   if (o.backend != "auto" && o.backend != "gpu" && o.backend != "host") {
     throw Error(cat("--backend ", o.backend, ": auto, gpu or host"));
   }

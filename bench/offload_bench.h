@@ -28,7 +28,8 @@
 // and counting completions), each call timed by the thread's CPU clock, less what the clock reads
 // themselves cost (measured before each row); not the engine's own job delivery (the sends, the
 // same in both rows) nor the benchmark's driver (its cache model and bookkeeping), which the loop
-// CPU figure includes. Sleeps: the scheduler thread's voluntary context switches per job.
+// CPU figure includes. Sleeps: the scheduler thread's voluntary context switches per job (when it
+// collects once per step, collect_every_ns, the steps' own sleeps included).
 #pragma once
 
 #include <cstdint>
@@ -58,6 +59,13 @@ struct OffloadBenchOptions {
   // The ranks' CUDA engines: 0, completion calls wait asleep on their events; > 0, they poll
   // them this often (CopyEngineOptions::completion_poll_ns).
   int64_t completion_poll_ns = 0;
+  // How the protocol rows' scheduler learns of settled jobs. 0: it sleeps until one can settle
+  // (hugepin: drain with a timeout, on the report gate; engine way: ppoll on the sockets). > 0: it
+  // looks once every this many ns without waiting (drain(0); ppoll with no timeout), as an engine
+  // does once per step (vLLM's connector collects in get_finished), and sends the next jobs then;
+  // between looks the thread sleeps, as an engine's would run the model, outside the protocol's
+  // CPU figure.
+  int64_t collect_every_ns = 0;
   // Called at every step; throws to stop the run (Ctrl-C). The arena and the ranks go as it unwinds.
   std::function<void()> check_interrupted = [] {};
 };

@@ -21,6 +21,7 @@ struct OffloadArgs {
   std::string cpu_bytes = "1G";
   double poll_us = 50;
   double completion_poll_us = -1;  // not given: --poll-us, so that both rows poll alike
+  double collect_every_us = 0;
   bool json = false;
 };
 
@@ -59,6 +60,7 @@ int run(OffloadArgs& args) {
   options.poll_interval_ns = static_cast<int64_t>(args.poll_us * 1000);
   const double completion_poll_us = args.completion_poll_us < 0 ? args.poll_us : args.completion_poll_us;
   options.completion_poll_ns = static_cast<int64_t>(completion_poll_us * 1000);
+  options.collect_every_ns = static_cast<int64_t>(args.collect_every_us * 1000);
   try {
     for (const std::string& text : args.mixes) options.mixes.push_back(bench::parse_mix(text));
     bench::check_offload_bench_options(options);
@@ -85,6 +87,7 @@ int run(OffloadArgs& args) {
                 {"blocks_per_chunk", options.blocks_per_chunk},
                 {"poll_us", args.poll_us},
                 {"completion_poll_us", completion_poll_us},
+                {"collect_every_us", args.collect_every_us},
                 {"chunk_counts", result.chunk_counts},
                 {"rows", rows},
                 {"sample_verified", true},
@@ -101,6 +104,12 @@ int run(OffloadArgs& args) {
               << (completion_poll_us > 0 ? cat("every ", completion_poll_us, " us") : std::string("waited on asleep"))
               << " by hugepin's\n";
   }
+  std::cout << "the scheduler "
+            << (args.collect_every_us > 0
+                    ? cat("looks once every ", args.collect_every_us, " us without waiting (an engine's step), "
+                          "sleeping between looks (counted in SLEEPS/job)")
+                    : std::string("sleeps until a job can settle"))
+            << "\n";
   Table table({"BLOCK", "MIX", "PATH", "GB/s", "OF CEIL", "SETTLE p50 us", "p99", "COPY p50", "OVERHEAD p50", "p99",
                "LANDED p99", "SEEN p99", "CPU us/job", "/rank", "SLEEPS/job", "RANKS CPU us/job", "REPORTS/s"},
               {Table::Align::kRight, Table::Align::kLeft, Table::Align::kLeft});
@@ -147,6 +156,10 @@ void add_offload_bench_command(CLI::App& bench, Context& context) {
                       "hugepin's ranks: microseconds between polls of a job's copy event (0: wait asleep; "
                       "default: --poll-us)")
       ->check(CLI::Range(0.0, 100000.0));
+  offload->add_option("--collect-every-us", args->collect_every_us,
+                      "The scheduler looks for settled jobs once every this many microseconds without waiting, "
+                      "as an engine does once per step (0, the default: it sleeps until a job can settle)")
+      ->check(CLI::Range(0.0, 1000000.0));
   offload->add_flag("--json", args->json, "Print JSON");
   offload->callback([&context, args] { context.action = [args] { return run(*args); }; });
 }

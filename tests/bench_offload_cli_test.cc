@@ -55,6 +55,26 @@ TEST_CASE("every mix has its three rows, each with its figures, and the sample v
   CHECK(seen.size() == 9);
 }
 
+TEST_CASE("a scheduler that looks once per step: both protocol rows complete, the sample verified") {
+  hugepin::test::CommandResult run = run_hugepin(
+      "bench offload --backend host --seconds 0.3 --blocks 16K --cpu-bytes 256M --mixes store "
+      "--collect-every-us 500 --json");
+  REQUIRE_MESSAGE(run.status == 0, run.out);
+  const Json result = parse(run.out);
+  CHECK(result["collect_every_us"].get<double>() == 500);
+  CHECK(result["sample_verified"] == true);
+  const Json& rows = result["rows"];
+  REQUIRE(rows.size() == 3);
+  for (const Json& row : rows) {
+    CAPTURE(row.dump());
+    CHECK(row["bytes"].get<uint64_t>() > 0);
+    if (row["path"] == "copy engine") continue;
+    CHECK(row["jobs"].get<uint64_t>() > 0);
+    CHECK(row["scheduler_cpu_us_per_job"].get<double>() > 0);
+    CHECK(row["chunks_checked"].get<uint64_t>() > 0);
+  }
+}
+
 TEST_CASE("bad options are refused by name, before anything runs") {
   hugepin::test::CommandResult run = run_hugepin("bench offload --backend host --blocks 12K");
   CHECK(run.status == 2);
@@ -62,6 +82,9 @@ TEST_CASE("bad options are refused by name, before anything runs") {
   run = run_hugepin("bench offload --backend host --mixes mixed,sideways");
   CHECK(run.status == 2);
   CHECK(run.out.find("unknown mix 'sideways'") != std::string::npos);
+  run = run_hugepin("bench offload --backend host --collect-every-us 2000000");
+  CHECK(run.status == 2);
+  CHECK(run.out.find("--collect-every-us") != std::string::npos);
   run = run_hugepin("bench offload --backend host --blocks 64K --cpu-bytes 16M --seconds 0.1");
   CHECK(run.status == 1);
   CHECK(run.out.find("at least 128 are needed for 8 jobs of 4 chunks in flight") != std::string::npos);
