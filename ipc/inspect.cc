@@ -24,7 +24,9 @@ RankSnapshot snapshot_rank(Os& os, const ParsedSegment& view, uint32_t rank) {
   snapshot.backing_path = std::string(view.backing_paths[rank]);
   snapshot.status = read_rank_status(os, record);
   snapshot.ring_capacity = ring.capacity();
-  snapshot.reports_consumed = ring.consumed();  // consumed first: posted, read later, is not below it
+  // Consumed first: posted, read later, is not below it, except for a batch a killed worker numbered
+  // but did not count, until the next worker takes the ring over (ipc/report_ring.h).
+  snapshot.reports_consumed = ring.consumed();
   snapshot.reports_posted = ring.produced();
   snapshot.ring_depth = ring.depth();
   return snapshot;

@@ -79,7 +79,8 @@ Worker start_worker(const test::TestArena& arena, uint32_t tp_rank, uint32_t pp_
   return Worker{pid, posted[0], stop[1]};
 }
 
-// Consumes every ring until `until` holds, checking that each rank's sequences run on from 1.
+// Consumes every ring until `until` holds, checking that each rank's sequences run on from 1 (the
+// ring numbers them: a number repeated or skipped across a takeover would show).
 struct Drain {
   ArenaControl& scheduler;
   std::map<uint32_t, uint64_t> next_sequence;

@@ -175,10 +175,12 @@ bool ReportRing::has_space() const {
 
 bool ReportRing::has_data() const {
   const uint64_t head = head_.load(std::memory_order_relaxed);  // the consumer's own index
-  // seq_cst (also acquire) pairs with the store of tail_ in publish_batch. tail - head - 1 below
-  // the capacity: the index is past head (not behind it, as after a dead producer's uncounted
-  // batch). The stamp: such a batch, which no producer will wake the consumer for.
-  return tail_.load(std::memory_order_seq_cst) - head - 1 < capacity_ || published(head);
+  // The stamp first: the slot's line is the one a spinning consumer reads anyway, and it also
+  // finds a dead producer's uncounted batch, which no producer will wake the consumer for. Then
+  // the index, seq_cst (also acquire), which pairs with the store of tail_ in publish_batch for
+  // the doorbell; tail - head - 1 below the capacity: the index is past head (not behind it, as
+  // after such a batch was taken).
+  return published(head) || tail_.load(std::memory_order_seq_cst) - head - 1 < capacity_;
 }
 
 uint32_t ReportRing::push_wait(Os& os, const Report* records, uint32_t count, int64_t timeout_ns) {
@@ -201,16 +203,22 @@ void ReportRing::take_over_producer() {
   // Before any scan: slots from here on up to head + capacity are free or unread, and stay so
   // however far the consumer moves on meanwhile.
   const uint64_t head = head_.load(std::memory_order_acquire);
-  uint64_t tail = tail_.load(std::memory_order_relaxed);
+  // Acquire: pairs with the release store below of a producer that took over before this one.
+  uint64_t tail = tail_.load(std::memory_order_acquire);
   // A batch stamped but not counted: its stamps follow one another from the index (its first is
   // stamped last). Bounded by the capacity, so a corrupt segment cannot loop.
   for (uint32_t n = 0; n < capacity_ && published(tail); ++n) ++tail;
   // A batch cut short: some of its slots after the first may carry their stamps, and the consumer
   // would take them once the next batches reached them. Every slot from the index up to what a
   // dead producer could have written (its cached head + capacity, at most head + capacity) is
-  // erased: all of them free, the consumer being at or below the index. Relaxed: the first publish
-  // after this is a release store, which the consumer acquires before it reads any of these stamps.
-  for (uint64_t index = tail; index - head < capacity_; ++index) stamp_of(index).store(0, std::memory_order_relaxed);
+  // erased: all of them free, the consumer being at or below the index. Only those that carry their
+  // own index's stamp are written (most slots are only read). Relaxed: the first publish after this
+  // is a release store, which the consumer acquires before it reads any of these stamps.
+  for (uint64_t index = tail; index - head < capacity_; ++index) {
+    if (stamp_of(index).load(std::memory_order_relaxed) == stamp_for(index)) {
+      stamp_of(index).store(0, std::memory_order_relaxed);
+    }
+  }
   tail_.store(tail, std::memory_order_release);
   cached_head_ = head;
 }

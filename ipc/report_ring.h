@@ -10,8 +10,8 @@
 //
 // The ring numbers the records: a record's `sequence` field becomes its count on this ring, from
 // 1, whatever the producer put there, and that stamp is what publishes it. The consumer finds new
-// records by their stamps and never reads the producer's index, so a record crosses between the
-// two CPUs in its own cache line alone (the index's line used to cross too, once per pop of an
+// records by their stamps; pop_batch never reads the producer's index (only a consumer about to
+// sleep does, in has_data), so a record crosses between the two CPUs in its own cache line alone (the index's line used to cross too, once per pop of an
 // empty-looking ring: half the traffic of a push and pop one record at a time). A batch's first
 // record is stamped last, with a release store, and the consumer takes only stamps that follow one
 // another from its index: a batch becomes visible whole or not at all. The producer's index is
@@ -38,8 +38,9 @@
 // a push of one record is a few dozen instructions, and a call with its register saves was a
 // measurable part of it. A batch of more is one call that copies it.
 //
-// Thread-safety: one producer and one consumer at a time, in any processes or threads; the
-// observers (produced, consumed, depth) from anywhere, read-only mappings included.
+// Thread-safety: one producer and one consumer at a time, in any processes or threads (has_data and
+// the waits are the consumer's); the observers (produced, consumed, depth) from anywhere,
+// read-only mappings included.
 #pragma once
 
 #include <algorithm>
@@ -136,9 +137,9 @@ class ReportRing {
   const Doorbell& data_doorbell() const {
     return *reinterpret_cast<const Doorbell*>(reinterpret_cast<const std::byte*>(this) + data_doorbell_offset_);
   }
-  // Whether the ring holds a record now: the producer's index is past the consumer's, or the next
-  // record is stamped. Reads the producer's index with seq_cst, so it may serve as a
-  // Doorbell::wait condition.
+  // Whether the ring holds a record now: the next record is stamped, or the producer's index is
+  // past the consumer's. Reads the producer's index with seq_cst, so it may serve as a
+  // Doorbell::wait condition. The consumer's (it reads the slot at the consumer's index).
   bool has_data() const;
 
   static constexpr uint32_t kDefaultSpins = 256;

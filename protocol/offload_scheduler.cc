@@ -141,7 +141,7 @@ void OffloadScheduler::join_replacement(uint32_t rank, uint64_t pid, uint64_t se
   RankRecord& record = rank_records_[rank];
   record.state = RankLiveness::kLive;
   record.pid = pid;
-  record.last_sequence = sequence;  // a new process numbers its reports afresh
+  record.last_sequence = sequence;  // its attach report's: the ring numbers its later reports above it
   ++live_ranks_;
   fence_.join(rank);
 }
