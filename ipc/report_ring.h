@@ -11,12 +11,12 @@
 // The ring numbers the records: a record's `sequence` field becomes its count on this ring, from
 // 1, whatever the producer put there, and that stamp is what publishes it. The consumer finds new
 // records by their stamps; pop_batch never reads the producer's index (only a consumer about to
-// sleep does, in has_data), so a record crosses between the two CPUs in its own cache line alone (the index's line used to cross too, once per pop of an
-// empty-looking ring: half the traffic of a push and pop one record at a time). A batch's first
-// record is stamped last, with a release store, and the consumer takes only stamps that follow one
-// another from its index: a batch becomes visible whole or not at all. The producer's index is
-// still stored after each batch, for the observers, the doorbell's wait condition and the next
-// producer.
+// sleep does, in has_data), so a record crosses between the two CPUs in its own cache line alone
+// (the index's line used to cross too, once per pop of an empty-looking ring: half the traffic of
+// a push and pop one record at a time). A batch's first record is stamped last, with a release
+// store, and the consumer takes only stamps that follow one another from its index: a batch
+// becomes visible whole or not at all. The producer's index is still stored after each batch, for
+// the observers, the doorbell's wait condition and the next producer.
 //
 // A report is never dropped or duplicated: a push that finds no room writes fewer records (0 when
 // full) and the caller chooses to wait (push_wait) or to back off. A producer killed mid-batch
@@ -166,7 +166,6 @@ class ReportRing {
     return capacity_ - static_cast<uint32_t>(std::min<uint64_t>(tail - head, capacity_));
   }
   Report& slot(uint64_t index) { return slots()[static_cast<uint32_t>(index) & (capacity_ - 1)]; }
-  const Report& slot(uint64_t index) const { return const_cast<ReportRing*>(this)->slot(index); }
   // The sequence the record at `index` carries once published: its count on this ring, from 1.
   // Never 0 (until 2^64 - 1 records), so a zeroed slot is never published.
   uint64_t stamp_for(uint64_t index) const { return index - first_index_ + 1; }
