@@ -50,6 +50,14 @@ struct CopyEngineOptions {
   // 0.6%, but they move 4 KiB blocks at 38 GB/s instead of 47 when the GPU is otherwise idle
   // (docs/performance.md). The default favours copy rate; set this where copies overlap compute.
   uint64_t sm_slice_bytes = 0;
+  // SM kernels: a launch of up to 240 pairs carries them in the kernel's parameters; a larger one
+  // uploads its pair list first, from pinned memory of the engine's. This is how many uploaded
+  // lists may be queued per direction, on every stream together (callers' included), before
+  // launch() and enqueue() wait asleep for one to be done (0 counts as 1). A list that is done
+  // but queued behind an unfinished older one on another stream still counts until the limit is
+  // reached. Each list holds pinned and device memory (16 KiB at least, or its size), allocated
+  // as the queue first grows that deep and kept for the engine's life.
+  size_t sm_launches_queued = 256;
   // Host spans never cross a multiple of this many bytes from host_split_base. Set them from the
   // PinnedRegion (its host() and chunk_bytes()) when the host memory was pinned in chunks: the
   // DMA backends refuse a span that crosses two registrations (cudaErrorInvalidValue, measured

@@ -29,6 +29,14 @@ struct UnitPair {
   uint64_t dst;
 };
 
+// The pairs of a small launch, passed to the kernel by value (in its parameters): 3840 bytes,
+// so that a kernel's whole parameter list stays under the 4 KiB that every CUDA version takes
+// (checked in dma/cuda_copy_kernels.cuh).
+inline constexpr uint32_t kInlinePairs = 240;
+struct InlinePairs {
+  UnitPair pairs[kInlinePairs];
+};
+
 struct UnitLayout {
   uint32_t view_count;
   uint64_t piece_bytes;      // a multiple of 16

@@ -9,6 +9,7 @@
 #include <deque>
 #include <mutex>
 #include <optional>
+#include <utility>
 
 #include "base/contract.h"
 #include "base/error.h"
@@ -52,83 +53,159 @@ class CudaCompletion final : public CopyCompletion {
   cudaEvent_t event_;
 };
 
-// Per-launch metadata (views and pairs) for the SM kernels: staged in pinned host memory and
-// copied to the device on the launch's stream. A slot is reused only after the event recorded
-// behind its kernel has fired.
-class MetadataSlots {
+// The pair lists of SM launches too large for the kernel's parameters (more than kInlinePairs
+// pairs): staged in pinned host memory and uploaded on the launch's stream. A slot is reused only
+// after the event recorded behind its kernels has fired.
+//
+// A launch never waits for the GPU while fewer than `limit` lists of its direction are queued:
+// when no free slot is large enough it takes a new one. The first version had four slots and
+// waited (spinning, in cudaEventSynchronize) for the fifth launch's: a worker with more than four
+// jobs of one direction queued blocked its caller, and burned a core, until the GPU had done one.
+// At the limit, a launch takes back every slot that is done, or waits asleep (blocking-sync
+// events) for the oldest; one whose list is larger than any free slot regrows one then, and
+// cudaFree may wait for the whole device. Slots keep their size for the engine's life.
+class PairSlots {
  public:
-  MetadataSlots() = default;
-  ~MetadataSlots() {
-    for (Slot& slot : slots_) {
-      if (slot.event != nullptr) {
-        cudaEventSynchronize(slot.event);
-        cudaEventDestroy(slot.event);
-      }
+  explicit PairSlots(size_t limit) : limit_(std::max<size_t>(limit, 1)) {}
+  ~PairSlots() {
+    if (current_) free_.push_back(*current_);
+    for (Slot& slot : in_use_) {
+      cudaEventSynchronize(slot.event);
+      free_.push_back(slot);
+    }
+    for (Slot& slot : free_) {
+      if (slot.event != nullptr) cudaEventDestroy(slot.event);
       cudaFreeHost(slot.host);
       cudaFree(slot.device);
     }
   }
-  MetadataSlots(const MetadataSlots&) = delete;
-  MetadataSlots& operator=(const MetadataSlots&) = delete;
+  PairSlots(const PairSlots&) = delete;
+  PairSlots& operator=(const PairSlots&) = delete;
 
-  // Takes the next slot (waiting until its last kernel is done), sized for `views` and
-  // `pair_count` pairs, and uploads the views on `stream`. Pairs follow with upload_pairs(); the
-  // slot is released by record_after(stream) once the kernels that read them are enqueued.
-  std::pair<const UnitView*, const UnitPair*> reserve(const std::vector<UnitView>& views, size_t pair_count,
-                                                      cudaStream_t stream) {
-    Slot& slot = slots_[next_];
-    current_ = next_;
-    next_ = (next_ + 1) % slots_.size();
-    if (slot.event != nullptr) check_cuda(cudaEventSynchronize(slot.event), "waiting for a metadata slot");
-    view_bytes_ = views.size() * sizeof(UnitView);
-    const size_t bytes = view_bytes_ + pair_count * sizeof(UnitPair);
+  // Takes a slot for `pair_count` pairs (see above) and returns where they will be on the device. Pairs go up with
+  // upload_pairs(); record_after(stream) hands the slot back once the kernels that read them are
+  // enqueued.
+  const UnitPair* reserve(size_t pair_count) {
+    // A launch that failed after reserve() waited its stream out: its slot is free.
+    if (current_) free_.push_back(*std::exchange(current_, std::nullopt));
+    reclaim();
+    const size_t bytes = pair_count * sizeof(UnitPair);
+    // A free slot large enough; else a new one while there are fewer than the limit (regrowing a
+    // slot frees its buffers, and cudaFree may wait for the whole device); else, at the limit, a
+    // free one regrown, once there is one.
+    auto large_enough = [&] {
+      return std::find_if(free_.begin(), free_.end(), [&](const Slot& slot) { return slot.capacity >= bytes; });
+    };
+    auto fits = large_enough();
+    if (fits == free_.end()) {
+      if (in_use_.size() + free_.size() < limit_) {
+        free_.push_back(Slot{});
+        fits = std::prev(free_.end());
+      } else {
+        if (free_.empty()) wait_for_a_slot();
+        fits = large_enough();
+        if (fits == free_.end()) fits = free_.begin();
+      }
+    }
+    Slot slot = *fits;
+    free_.erase(fits);
     if (bytes > slot.capacity) {
-      const size_t capacity = std::max<size_t>(bytes, slot.capacity * 2);
-      cudaFreeHost(slot.host);
-      cudaFree(slot.device);
-      slot.host = nullptr;
-      slot.device = nullptr;
-      slot.capacity = 0;  // until both allocations below succeed: a failed one must not be reused
-      check_cuda(cudaMallocHost(&slot.host, capacity), "allocating copy metadata (host)");
-      check_cuda(cudaMalloc(&slot.device, capacity), "allocating copy metadata (device)");
+      const size_t capacity = std::max({bytes, slot.capacity * 2, kMinSlotBytes});
+      if (slot.host != nullptr) cudaFreeHost(slot.host);
+      if (slot.device != nullptr) cudaFree(slot.device);
+      slot = Slot{nullptr, nullptr, 0, slot.event};
+      try {
+        check_cuda(cudaMallocHost(&slot.host, capacity), "allocating a pair list (host)");
+        check_cuda(cudaMalloc(&slot.device, capacity), "allocating a pair list (device)");
+      } catch (...) {
+        free_.push_back(slot);  // capacity 0: allocated again when next taken; freed by the destructor
+        throw;
+      }
       slot.capacity = capacity;
     }
-    std::memcpy(slot.host, views.data(), view_bytes_);
-    check_cuda(cudaMemcpyAsync(slot.device, slot.host, view_bytes_, cudaMemcpyHostToDevice, stream),
-               "uploading copy metadata");
-    auto* base = static_cast<char*>(slot.device);
-    return {reinterpret_cast<const UnitView*>(base), reinterpret_cast<const UnitPair*>(base + view_bytes_)};
+    current_ = slot;
+    return static_cast<const UnitPair*>(slot.device);
   }
 
   // Stages `pairs` as pairs [first, first + pairs.size()) of the reserved slot and uploads them on
   // `stream`.
   void upload_pairs(std::span<const BlockPair> pairs, size_t first, cudaStream_t stream) {
-    Slot& slot = slots_[current_];
+    const Slot& slot = *current_;
     static_assert(sizeof(UnitPair) == sizeof(BlockPair));
-    const size_t offset = view_bytes_ + first * sizeof(UnitPair);
+    const size_t offset = first * sizeof(UnitPair);
     std::memcpy(static_cast<char*>(slot.host) + offset, pairs.data(), pairs.size_bytes());
     check_cuda(cudaMemcpyAsync(static_cast<char*>(slot.device) + offset, static_cast<char*>(slot.host) + offset,
                                pairs.size_bytes(), cudaMemcpyHostToDevice, stream),
-               "uploading copy metadata");
+               "uploading a pair list");
   }
 
   void record_after(cudaStream_t stream) {
-    Slot& slot = slots_[current_];
-    if (slot.event == nullptr) check_cuda(cudaEventCreateWithFlags(&slot.event, cudaEventDisableTiming), "creating an event");
-    check_cuda(cudaEventRecord(slot.event, stream), "recording a metadata event");
+    Slot& slot = *current_;
+    if (slot.event == nullptr) {
+      check_cuda(cudaEventCreateWithFlags(&slot.event, cudaEventDisableTiming | cudaEventBlockingSync),
+                 "creating an event");
+    }
+    check_cuda(cudaEventRecord(slot.event, stream), "recording a pair list's event");
+    in_use_.push_back(slot);
+    current_.reset();
   }
 
  private:
+  static constexpr size_t kMinSlotBytes = 16 * 1024;
+
   struct Slot {
     void* host = nullptr;
     void* device = nullptr;
     size_t capacity = 0;
     cudaEvent_t event = nullptr;
   };
-  std::array<Slot, 4> slots_{};
-  size_t next_ = 0;
-  size_t current_ = 0;
-  size_t view_bytes_ = 0;  // of the slot reserved last
+
+  // At the limit with no slot free: takes back every slot whose kernels are done (on callers'
+  // streams they may finish out of order), or else waits asleep for the oldest.
+  void wait_for_a_slot() {
+    for (auto it = in_use_.begin(); it != in_use_.end();) {
+      const cudaError_t state = cudaEventQuery(it->event);
+      if (state == cudaErrorNotReady) {
+        (void)cudaGetLastError();
+        ++it;
+        continue;
+      }
+      check_cuda(state, "waiting for a pair list's slot");
+      free_.push_back(*it);
+      it = in_use_.erase(it);
+    }
+    if (!free_.empty()) return;
+    check_cuda(cudaEventSynchronize(in_use_.front().event), "waiting for a pair list's slot");
+    free_.push_back(in_use_.front());
+    in_use_.pop_front();
+  }
+
+  // Frees the slots whose kernels are done, oldest first (cheap, every launch). Launches on
+  // callers' streams may finish out of order: a later slot that is done waits for the older ones.
+  void reclaim() {
+    while (!in_use_.empty()) {
+      const cudaError_t state = cudaEventQuery(in_use_.front().event);
+      if (state == cudaErrorNotReady) {
+        (void)cudaGetLastError();
+        return;
+      }
+      check_cuda(state, "waiting for a pair list's slot");
+      free_.push_back(in_use_.front());
+      in_use_.pop_front();
+    }
+  }
+
+  const size_t limit_;
+  std::deque<Slot> in_use_;  // in the order their events were recorded
+  std::vector<Slot> free_;
+  std::optional<Slot> current_;  // reserved, not yet recorded
+};
+
+// The views of one direction as the SM kernels walk them, for one piece size: on the device for
+// the engine's life, uploaded when the engine is made.
+struct ResidentViews {
+  UnitLayout layout{};  // all but pair_count
+  void* device = nullptr;
 };
 
 bool aligned16(std::span<const SegmentView> views) {
@@ -158,12 +235,21 @@ class CudaCopyEngine final : public CopyEngine {
     bulk_stage_bytes_ = static_cast<uint32_t>(std::clamp<uint64_t>((largest + 15) / 16 * 16, 16, kBulkMaxStageBytes));
     bulk_pipelines_ = std::clamp<uint32_t>(kBulkSharedBudget / (detail::kBulkStages * bulk_stage_bytes_), 1,
                                            detail::kBulkMaxPipelines);
-    check_cuda(cudaFuncSetAttribute(detail::sm_bulk_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               static_cast<int>(bulk_pipelines_ * detail::kBulkStages * bulk_stage_bytes_)),
-          "sizing the bulk copy kernel's shared memory");
+    // Both forms of the bulk kernel: a launch asking for more than the default 48 KiB fails
+    // (cudaErrorInvalidValue) for a kernel not told it may. The attribute belongs to the kernel,
+    // not to this engine: every engine sets the same bound (a launch asks for at most the
+    // budget), so that one made later for other blocks cannot lower it under an earlier one.
+    static_assert(kBulkSharedBudget >= detail::kBulkStages * kBulkMaxStageBytes);
+    for (const void* kernel : {reinterpret_cast<const void*>(detail::sm_bulk_kernel),
+                               reinterpret_cast<const void*>(detail::sm_bulk_inline_kernel)}) {
+      check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      static_cast<int>(kBulkSharedBudget)),
+                 "sizing the bulk copy kernel's shared memory");
+    }
     check_cuda(cudaStreamCreateWithPriority(&calibration_stream_, cudaStreamNonBlocking, greatest),
                "creating a calibration stream");
     check_cuda(cudaEventCreate(&origin_event_), "creating a timing event");
+    if (aligned_) upload_views();
     calibrate();
     watcher_.emplace(options_.device, options_.completion_poll_ns);
   }
@@ -176,6 +262,10 @@ class CudaCopyEngine final : public CopyEngine {
       cudaStreamDestroy(stream);
     }
     cudaStreamDestroy(calibration_stream_);
+    // Kernels on callers' streams read the views too, and nothing here records their end: wait
+    // for the whole device before freeing them (an engine goes rarely; its caller's compute waits).
+    (void)cudaDeviceSynchronize();
+    for (ResidentViews& resident : resident_views_) cudaFree(resident.device);
     for (auto& [id, event] : marks_) spare_events_.push_back(event);
     for (cudaEvent_t event : spare_events_) cudaEventDestroy(event);
     if (origin_event_ != nullptr) cudaEventDestroy(origin_event_);
@@ -235,7 +325,7 @@ class CudaCopyEngine final : public CopyEngine {
     return caller_stream != nullptr ? static_cast<cudaStream_t>(caller_stream) : streams_[static_cast<int>(direction)];
   }
 
-  // Part of a copy may already be queued (a batch, a kernel slice, a metadata upload) when a later
+  // Part of a copy may already be queued (a batch, a kernel slice, a pair list's upload) when a later
   // step fails: wait for it, so that when the caller sees the error nothing of it still writes.
   static void wait_out(cudaStream_t stream) {
     (void)cudaStreamSynchronize(stream);
@@ -330,25 +420,48 @@ class CudaCopyEngine final : public CopyEngine {
     }
   }
 
+  // SM launches of up to kInlinePairs pairs carry them in the kernel's parameters; larger ones
+  // upload them first. An upload is a copy on the stream that the kernel waits for, and with
+  // four rank processes on one H200 it can cost far more than the copy itself: the copy engine
+  // row of `hugepin bench offload` moved 15.5-15.8 GB/s of 16 KiB blocks in jobs of 128 pairs
+  // (a 2 KiB upload), 38-43 GB/s in jobs of 64 (1 KiB, and the views as a second upload), 9.1-9.5
+  // GB/s when those two went up as one, and 48.6 GB/s with 128 pairs carried here. Small uploads
+  // are likely written into the stream's command buffer, larger ones copied by a copy engine that
+  // the four processes' contexts take in turns (not verified). The views are uploaded once, when
+  // the engine is made (docs/performance.md, "Copy launches that never wait").
   void enqueue_sm(Direction direction, std::span<const BlockPair> pairs, cudaStream_t stream, CopyBackend backend) {
     const bool bulk = backend == CopyBackend::kSmBulk;
-    const uint64_t piece = bulk ? bulk_stage_bytes_ : kSmPieceBytes;
     // The kernels' contract (dma/cuda_copy_kernels.cuh): enqueue() refused unaligned views, and a
     // bulk piece is one stage.
     HUGEPIN_REQUIRE(aligned_, "views not 16-byte aligned");
-    UnitLayout layout{};
-    std::vector<UnitView> unit_views = plan_unit_views(views_, direction, piece, &layout.pieces_per_pair);
-    layout.view_count = static_cast<uint32_t>(unit_views.size());
-    layout.piece_bytes = piece;
-    layout.pair_count = pairs.size();
-    MetadataSlots& slots = metadata_[static_cast<int>(direction)];
-    auto [views, device_pairs] = slots.reserve(unit_views, pairs.size(), stream);
+    const ResidentViews& resident = resident_views_[views_index(direction, bulk)];
+    UnitLayout layout = resident.layout;
+    const auto* views = static_cast<const UnitView*>(resident.device);
     const unsigned blocks = std::max(1u, options_.sm_blocks);
     uint64_t pair_bytes = 0;
     for (const SegmentView& view : views_) pair_bytes += view.block_bytes;
     const uint64_t per_kernel = options_.sm_slice_bytes == 0
                                     ? pairs.size()
                                     : std::max<uint64_t>(1, options_.sm_slice_bytes / std::max<uint64_t>(pair_bytes, 1));
+    const size_t shared = static_cast<size_t>(bulk_pipelines_) * detail::kBulkStages * bulk_stage_bytes_;
+    const unsigned bulk_threads = 32 * bulk_pipelines_;
+    if (pairs.size() <= kInlinePairs) {
+      InlinePairs carried{};
+      for (uint64_t first = 0; first < pairs.size(); first += per_kernel) {
+        layout.pair_count = std::min<uint64_t>(per_kernel, pairs.size() - first);
+        std::memcpy(carried.pairs, pairs.data() + first, layout.pair_count * sizeof(UnitPair));
+        if (bulk) {
+          detail::sm_bulk_inline_kernel<<<blocks, bulk_threads, shared, stream>>>(layout, views, carried,
+                                                                                  bulk_stage_bytes_);
+        } else {
+          detail::sm_load_store_inline_kernel<<<blocks, 1024, 0, stream>>>(layout, views, carried);
+        }
+        check_cuda(cudaGetLastError(), cat("launching the ", backend_name(backend), " copy kernel"));
+      }
+      return;
+    }
+    PairSlots& slots = pair_slots_[static_cast<int>(direction)];
+    const UnitPair* device_pairs = slots.reserve(pairs.size());
     // Pairs go up in batches that double in size, each followed by its kernels: the GPU starts
     // on the first batch while this thread stages the next, instead of waiting for the whole
     // list (262144 pairs, 4 MiB, for 1 GiB of 4 KiB blocks) to be staged and uploaded.
@@ -359,9 +472,8 @@ class CudaCopyEngine final : public CopyEngine {
       for (uint64_t kernel_first = first; kernel_first < end; kernel_first += per_kernel) {
         layout.pair_count = std::min<uint64_t>(per_kernel, end - kernel_first);
         if (bulk) {
-          const size_t shared = static_cast<size_t>(bulk_pipelines_) * detail::kBulkStages * bulk_stage_bytes_;
-          detail::sm_bulk_kernel<<<blocks, 32 * bulk_pipelines_, shared, stream>>>(
-              layout, views, device_pairs + kernel_first, bulk_stage_bytes_);
+          detail::sm_bulk_kernel<<<blocks, bulk_threads, shared, stream>>>(layout, views, device_pairs + kernel_first,
+                                                                           bulk_stage_bytes_);
         } else {
           detail::sm_load_store_kernel<<<blocks, 1024, 0, stream>>>(layout, views, device_pairs + kernel_first);
         }
@@ -369,6 +481,27 @@ class CudaCopyEngine final : public CopyEngine {
       }
     }
     slots.record_after(stream);
+  }
+
+  static size_t views_index(Direction direction, bool bulk) { return static_cast<size_t>(direction) * 2 + (bulk ? 1 : 0); }
+
+  // Both directions' views for both kernels' piece sizes, to the device once (the engine's views
+  // never change), on the calibration stream, waited for: any stream's kernels may read them.
+  void upload_views() {
+    for (Direction direction : {Direction::kHostToDevice, Direction::kDeviceToHost}) {
+      for (bool bulk : {false, true}) {
+        ResidentViews& resident = resident_views_[views_index(direction, bulk)];
+        const uint64_t piece = bulk ? bulk_stage_bytes_ : kSmPieceBytes;
+        const std::vector<UnitView> unit_views = plan_unit_views(views_, direction, piece, &resident.layout.pieces_per_pair);
+        resident.layout.view_count = static_cast<uint32_t>(unit_views.size());
+        resident.layout.piece_bytes = piece;
+        const size_t bytes = unit_views.size() * sizeof(UnitView);  // views are never empty (make_cuda_copy_engine)
+        check_cuda(cudaMalloc(&resident.device, bytes), "allocating copy views");
+        check_cuda(cudaMemcpyAsync(resident.device, unit_views.data(), bytes, cudaMemcpyHostToDevice, calibration_stream_),
+                   "uploading copy views");
+        check_cuda(cudaStreamSynchronize(calibration_stream_), "uploading copy views");
+      }
+    }
   }
 
   // The GPU clock's origin on CLOCK_MONOTONIC, for span(): an event reached now, on a stream of
@@ -395,7 +528,8 @@ class CudaCopyEngine final : public CopyEngine {
   bool aligned_;
   std::array<cudaStream_t, 2> streams_{};
   cudaStream_t calibration_stream_ = nullptr;
-  std::array<MetadataSlots, 2> metadata_;
+  std::array<PairSlots, 2> pair_slots_{PairSlots(options_.sm_launches_queued), PairSlots(options_.sm_launches_queued)};
+  std::array<ResidentViews, 4> resident_views_{};  // views_index(): direction x kernel
   uint32_t bulk_stage_bytes_ = 0;
   uint32_t bulk_pipelines_ = 0;
   cudaEvent_t origin_event_ = nullptr;

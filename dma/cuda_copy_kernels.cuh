@@ -17,8 +17,8 @@ constexpr int kLoadsInFlight = 8;
 // stored. Streaming (evict-first) loads and stores: the data is touched once. The next unit's
 // descriptor is looked up while the current unit's first loads are in flight, so that for small
 // blocks (one unit each) the lookup's memory latency does not open a gap in the stream of loads.
-__global__ void __launch_bounds__(1024) sm_load_store_kernel(UnitLayout layout, const UnitView* views,
-                                                             const UnitPair* pairs) {
+__device__ __forceinline__ void load_store_units(const UnitLayout& layout, const UnitView* views,
+                                                 const UnitPair* pairs) {
   const unsigned lane = threadIdx.x & 31u;
   const uint64_t warp = (static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
   const uint64_t warps = (static_cast<uint64_t>(gridDim.x) * blockDim.x) >> 5;
@@ -104,8 +104,8 @@ __device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wa
 // then stored from the stage; a stage is refilled once the store that used it has read it.
 // REQUIRES: layout.piece_bytes <= stage_bytes; units 16-byte aligned, sizes multiples of 16 (device
 // code: checked where the kernel is launched, in CudaCopyEngine::enqueue_sm).
-__global__ void sm_bulk_kernel(UnitLayout layout, const UnitView* views, const UnitPair* pairs,
-                               uint32_t stage_bytes) {
+__device__ __forceinline__ void bulk_copy_units(const UnitLayout& layout, const UnitView* views,
+                                                const UnitPair* pairs, uint32_t stage_bytes) {
   extern __shared__ __align__(128) unsigned char stages[];
   __shared__ __align__(8) uint64_t barriers[kBulkMaxPipelines][kBulkStages];
   if ((threadIdx.x & 31u) != 0) return;
@@ -150,6 +150,31 @@ __global__ void sm_bulk_kernel(UnitLayout layout, const UnitView* views, const U
     }
   }
   bulk_wait_all();
+}
+
+// The kernels, each in two forms: the pairs in device memory (uploaded before the kernel), or
+// carried in the kernel's parameters (InlinePairs, for launches of up to kInlinePairs pairs),
+// which need no upload at all. __grid_constant__ lets the kernel read them where they are.
+// The largest parameter list, sm_bulk_inline_kernel's, within the 4 KiB every CUDA version takes.
+static_assert(sizeof(UnitLayout) + sizeof(const UnitView*) + sizeof(InlinePairs) + sizeof(uint32_t) <= 4096);
+
+__global__ void __launch_bounds__(1024) sm_load_store_kernel(UnitLayout layout, const UnitView* views,
+                                                             const UnitPair* pairs) {
+  load_store_units(layout, views, pairs);
+}
+
+__global__ void __launch_bounds__(1024) sm_load_store_inline_kernel(UnitLayout layout, const UnitView* views,
+                                                                    const __grid_constant__ InlinePairs pairs) {
+  load_store_units(layout, views, pairs.pairs);
+}
+
+__global__ void sm_bulk_kernel(UnitLayout layout, const UnitView* views, const UnitPair* pairs, uint32_t stage_bytes) {
+  bulk_copy_units(layout, views, pairs, stage_bytes);
+}
+
+__global__ void sm_bulk_inline_kernel(UnitLayout layout, const UnitView* views,
+                                      const __grid_constant__ InlinePairs pairs, uint32_t stage_bytes) {
+  bulk_copy_units(layout, views, pairs.pairs, stage_bytes);
 }
 
 }  // namespace hugepin::detail
