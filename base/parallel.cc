@@ -1,11 +1,20 @@
 #include "base/parallel.h"
 
+#include <pthread.h>
+
+#include <cstring>
 #include <exception>
 #include <system_error>
 #include <thread>
 #include <vector>
 
 namespace hugepin {
+
+void name_this_thread(const char* name) {
+  char kept[16] = {};
+  std::strncpy(kept, name, sizeof kept - 1);  // the kernel's limit: longer names are refused
+  (void)pthread_setname_np(pthread_self(), kept);
+}
 
 void run_on_threads(unsigned count, const std::function<void(unsigned index)>& work,
                     const std::function<void()>& on_new_thread) {

@@ -17,6 +17,11 @@ namespace hugepin {
 void run_on_threads(unsigned count, const std::function<void(unsigned index)>& work,
                     const std::function<void()>& on_new_thread = {});
 
+// Names the calling thread, as ps, top and /proc/PID/task/TID/comm show it (the first 15
+// characters), so that a thread of the library's can be told from the engine's own. Best
+// effort: nothing happens where the name cannot be set.
+void name_this_thread(const char* name);
+
 // Items [first, last) of a larger whole.
 struct Share {
   uint64_t first = 0;

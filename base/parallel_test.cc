@@ -1,8 +1,12 @@
 #include "base/parallel.h"
 
 #include <doctest/doctest.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <fstream>
+#include <string>
 #include <mutex>
 #include <set>
 #include <stdexcept>
@@ -56,6 +60,20 @@ TEST_CASE("shares cover the items once, in order, differing by at most one") {
       CHECK(next == total);
     }
   }
+}
+
+TEST_CASE("a thread's name shows in /proc, cut to the kernel's 15 characters") {
+  auto comm_after = [](const char* name) {
+    std::string comm;
+    std::thread([&] {
+      name_this_thread(name);
+      std::ifstream file("/proc/self/task/" + std::to_string(::syscall(SYS_gettid)) + "/comm");
+      std::getline(file, comm);
+    }).join();
+    return comm;
+  };
+  CHECK(comm_after("hugepin-landed") == "hugepin-landed");
+  CHECK(comm_after("hugepin-a-name-too-long") == "hugepin-a-name-");
 }
 
 }  // namespace hugepin

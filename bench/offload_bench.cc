@@ -6,9 +6,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <iostream>
+#include <map>
 #include <span>
 #include <sstream>
 #include <string>
@@ -243,7 +245,42 @@ struct Measured {
   int64_t loop_cpu_ns = 0;     // the whole scheduler thread, less the jobs' delivery
   int64_t sleeps = 0;          // its voluntary context switches
   int64_t ranks_cpu_ns = 0;    // the rank processes' CPU, summed
+  std::vector<RankThreadGroup> rank_threads;  // totals in ns until fill_row
 };
+
+// One rank thread's schedstat so far, keyed by "pid/tid".
+struct ThreadSample {
+  std::string group;
+  int64_t run_ns = 0;
+  int64_t wait_ns = 0;
+};
+using ThreadSamples = std::map<std::string, ThreadSample>;
+
+// A thread's name without its trailing number ("cuda00001400006" -> "cuda").
+std::string thread_group(std::string name) {
+  while (!name.empty() && (name.back() == '\n' || std::isdigit(static_cast<unsigned char>(name.back())) != 0)) {
+    name.pop_back();
+  }
+  return name.empty() ? "?" : name;
+}
+
+// Per name, what the threads ran and waited between two samples (threads born between count from 0).
+std::vector<RankThreadGroup> thread_groups(const ThreadSamples& before, const ThreadSamples& after) {
+  std::map<std::string, RankThreadGroup> groups;
+  for (const auto& [key, sample] : after) {
+    RankThreadGroup& group = groups[sample.group];
+    group.name = sample.group;
+    ++group.threads;
+    auto old = before.find(key);
+    group.cpu_us_per_job += static_cast<double>(sample.run_ns - (old != before.end() ? old->second.run_ns : 0));
+    group.run_queue_wait_us_per_job +=
+        static_cast<double>(sample.wait_ns - (old != before.end() ? old->second.wait_ns : 0));
+  }
+  std::vector<RankThreadGroup> out;
+  for (auto& [name, group] : groups) out.push_back(group);
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.cpu_us_per_job > b.cpu_us_per_job; });
+  return out;
+}
 
 class OffloadRun {
  public:
@@ -417,6 +454,7 @@ class OffloadRun {
     ProtocolCpu protocol_end;
     int64_t sleeps_end = 0;
     int64_t ranks_cpu_end = 0;
+    ThreadSamples threads_end;
     auto run = [&](Mix run_mix, int64_t until, bool timed, uint64_t stop_after_stored) {
       bool store_next = true;
       while (real_os().monotonic_ns() < until && cache.stored() < stop_after_stored) {
@@ -436,6 +474,7 @@ class OffloadRun {
       protocol_end = path.cpu;
       sleeps_end = voluntary_switches();
       ranks_cpu_end = ranks_cpu_ns();
+      threads_end = rank_thread_samples();
       while (!open.empty()) {  // let the rest land; outside the window they do not count
         path.progress(1'000'000, &settled);
         settle(timed, until);
@@ -451,6 +490,7 @@ class OffloadRun {
     const ProtocolCpu protocol_before = path.cpu;
     const int64_t sleeps_before = voluntary_switches();
     const int64_t ranks_cpu_before = ranks_cpu_ns();
+    const ThreadSamples threads_before = rank_thread_samples();
     const int64_t cpu_start = thread_cpu_ns();
     const int64_t start = real_os().monotonic_ns();
     const int64_t window_end = start + static_cast<int64_t>(options_.seconds * 1e9);
@@ -462,6 +502,7 @@ class OffloadRun {
                           clock_cost * static_cast<double>(protocol_end.spans - protocol_before.spans));
     measured.sleeps = sleeps_end - sleeps_before;
     measured.ranks_cpu_ns = ranks_cpu_end - ranks_cpu_before;
+    measured.rank_threads = thread_groups(threads_before, threads_end);
     measured.reports = path.reports - reports_before;
     for (const Settled& job : measured.jobs) {
       if (job.gpu_done_ns == 0) continue;  // hugepin: filled in by collect_timings
@@ -505,6 +546,32 @@ class OffloadRun {
       total += static_cast<int64_t>((utime + stime) * 1'000'000'000 / ticks_per_second);
     }
     return total;
+  }
+
+  // Every rank thread's run and run-queue wait time so far (/proc/PID/task/TID/schedstat: ns,
+  // where /proc/PID/stat counts 10 ms ticks), and its name (comm). A thread that ends between
+  // the listing and the reads is left out.
+  ThreadSamples rank_thread_samples() const {
+    ThreadSamples samples;
+    for (uint32_t rank = 0; rank < ranks_.ranks(); ++rank) {
+      const std::string task = cat("/proc/", ranks_.pid(rank), "/task");
+      std::vector<std::string> tids;
+      if (real_os().list_dir(task, &tids) != 0) continue;
+      for (const std::string& tid : tids) {
+        std::string schedstat;
+        std::string comm;
+        if (real_os().read_file(cat(task, "/", tid, "/schedstat"), &schedstat) != 0 ||
+            real_os().read_file(cat(task, "/", tid, "/comm"), &comm) != 0) {
+          continue;
+        }
+        ThreadSample sample;
+        sample.group = thread_group(comm);
+        std::istringstream fields(schedstat);
+        if (!(fields >> sample.run_ns >> sample.wait_ns)) continue;
+        samples.emplace(cat(ranks_.pid(rank), "/", tid), sample);
+      }
+    }
+    return samples;
   }
 
   // Every stored chunk retired and back through the fence, so the next row starts clean.
@@ -565,6 +632,11 @@ class OffloadRun {
     row->loop_cpu_us_per_job = static_cast<double>(m.loop_cpu_ns) / 1e3 / jobs;
     row->sleeps_per_job = static_cast<double>(m.sleeps) / jobs;
     row->ranks_cpu_us_per_job = static_cast<double>(m.ranks_cpu_ns) / 1e3 / jobs;
+    row->rank_threads = m.rank_threads;
+    for (RankThreadGroup& group : row->rank_threads) {
+      group.cpu_us_per_job /= 1e3 * jobs;
+      group.run_queue_wait_us_per_job /= 1e3 * jobs;
+    }
     row->reports_per_second = static_cast<double>(m.reports) / m.seconds;
   }
 

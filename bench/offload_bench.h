@@ -76,6 +76,16 @@ const char* mix_name(Mix mix);            // "mixed", "store", "load"
 // Parses "mixed", "store", "load"; throws Error naming the text.
 Mix parse_mix(const std::string& text);
 
+// The rank processes' threads of one name over a row (all ranks together): CPU time and time
+// spent runnable but waiting for a CPU, from /proc/PID/task/TID/schedstat (ns). Names with a
+// trailing number lose it (the CUDA driver numbers its threads), so that like threads add up.
+struct RankThreadGroup {
+  std::string name;
+  uint32_t threads = 0;                // alive at the row's end
+  double cpu_us_per_job = 0;
+  double run_queue_wait_us_per_job = 0;
+};
+
 struct OffloadRow {
   uint64_t block_bytes = 0;
   Mix mix = Mix::kMixed;
@@ -97,6 +107,7 @@ struct OffloadRow {
   double loop_cpu_us_per_job = 0;   // the whole scheduler thread's, the benchmark's driver too
   double sleeps_per_job = 0;        // times the scheduler thread went to sleep, per job
   double ranks_cpu_us_per_job = 0;  // every rank process's CPU (all threads), summed, per job
+  std::vector<RankThreadGroup> rank_threads;  // the same by thread name (protocol rows), most CPU first
   double reports_per_second = 0;    // reports the scheduler took (engine way: completions)
   uint64_t chunks_checked = 0;      // host chunk copies checked after the row, over ranks
   uint64_t slots_checked = 0;       // GPU slots checked after the row, over ranks

@@ -10,6 +10,7 @@
 #include <optional>
 #include <random>
 
+#include "base/parallel.h"
 #include "bench/offload_messages.h"
 #include "cli/engine/device_kv.h"
 #include "cli/engine/kv_stamp.h"
@@ -237,6 +238,7 @@ class OffloadWorker {
 }  // namespace
 
 void run_offload_worker(const OffloadWorkerSetup& setup) {
+  name_this_thread("hugepin-rank");  // the process's name too, in ps and the rank-thread figures
   try {
     OffloadWorker worker(setup);
     worker.run();

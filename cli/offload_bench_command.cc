@@ -22,10 +22,33 @@ struct OffloadArgs {
   double poll_us = 50;
   double completion_poll_us = -1;  // not given: --poll-us, so that both rows poll alike
   double collect_every_us = 0;
+  bool rank_threads = false;
   bool json = false;
 };
 
 std::string us(double value) { return fixed(value, 1); }
+
+Json rank_threads_json(const bench::OffloadRow& row) {
+  Json groups = Json::array();
+  for (const bench::RankThreadGroup& group : row.rank_threads) {
+    groups.push_back({{"name", group.name},
+                      {"threads", group.threads},
+                      {"cpu_us_per_job", group.cpu_us_per_job},
+                      {"run_queue_wait_us_per_job", group.run_queue_wait_us_per_job}});
+  }
+  return groups;
+}
+
+// "hugepin-rank 180.2 (3.1 waiting), hugepin-landed 40.3 (0.2 waiting), ..."
+std::string rank_threads_line(const bench::OffloadRow& row) {
+  std::string line;
+  for (const bench::RankThreadGroup& group : row.rank_threads) {
+    if (!line.empty()) line += ", ";
+    line += cat(group.name, " x", group.threads, " ", us(group.cpu_us_per_job), " (",
+                us(group.run_queue_wait_us_per_job), " waiting)");
+  }
+  return line;
+}
 
 Json row_json(const bench::OffloadRow& row) {
   return {{"block_bytes", row.block_bytes},
@@ -46,6 +69,7 @@ Json row_json(const bench::OffloadRow& row) {
           {"scheduler_loop_cpu_us_per_job", row.loop_cpu_us_per_job},
           {"scheduler_sleeps_per_job", row.sleeps_per_job},
           {"ranks_cpu_us_per_job", row.ranks_cpu_us_per_job},
+          {"rank_threads", rank_threads_json(row)},
           {"reports_per_second", row.reports_per_second},
           {"chunks_checked", row.chunks_checked},
           {"slots_checked", row.slots_checked}};
@@ -125,6 +149,14 @@ int run(OffloadArgs& args) {
                    ceiling ? "-" : fixed(row.reports_per_second, 0)});
   }
   std::cout << table.render();
+  if (args.rank_threads) {
+    std::cout << "rank threads by name, all ranks: count, CPU us per job (us per job runnable but waiting for a CPU)\n";
+    for (const bench::OffloadRow& row : result.rows) {
+      if (row.path == bench::OffloadPath::kCopyEngine) continue;
+      std::cout << "  " << format_bytes(row.block_bytes) << " " << bench::mix_name(row.mix) << " "
+                << bench::path_name(row.path) << ": " << rank_threads_line(row) << "\n";
+    }
+  }
   std::cout << "checked after each row: " << result.chunks_checked << " host chunk copies and " << result.slots_checked
             << " GPU slots, every byte what the jobs put there\n";
   return 0;
@@ -160,6 +192,9 @@ void add_offload_bench_command(CLI::App& bench, Context& context) {
                       "The scheduler looks for settled jobs once every this many microseconds without waiting, "
                       "as an engine does once per step (0, the default: it sleeps until a job can settle)")
       ->check(CLI::Range(0.0, 1000000.0));
+  offload->add_flag("--rank-threads", args->rank_threads,
+                    "After the table, each protocol row's rank threads by name: CPU and run-queue wait per job "
+                    "(always in --json)");
   offload->add_flag("--json", args->json, "Print JSON");
   offload->callback([&context, args] { context.action = [args] { return run(*args); }; });
 }

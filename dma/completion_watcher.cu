@@ -5,6 +5,7 @@
 #include <functional>
 
 #include "base/os.h"
+#include "base/parallel.h"
 #include "dma/cuda_check.h"
 
 namespace hugepin {
@@ -41,7 +42,10 @@ CompletionWatcher::Queue& CompletionWatcher::queue_for(cudaStream_t stream) {
   queues_.push_back(std::make_unique<Queue>());
   Queue& queue = *queues_.back();
   queue.stream = stream;
-  queue.thread = std::thread([this, &queue] { run(queue); });
+  queue.thread = std::thread([this, &queue] {
+    name_this_thread("hugepin-landed");
+    run(queue);
+  });
   return queue;
 }
 

@@ -5,6 +5,7 @@
 
 #include "base/error.h"
 #include "base/log.h"
+#include "base/parallel.h"
 #include "dma/gpu_runtime.h"
 #include "ipc/arena_control.h"
 #include "ipc/doorbell.h"
@@ -33,7 +34,10 @@ WorkerSession::WorkerSession(Os& os, std::string_view arena, uint32_t tp_rank, u
       options_(options),
       attachment_(RankAttachment::attach(os, arena, tp_rank, pp_rank, options.attach)),
       geometry_(ChunkGeometry::of_layout(segment_layout(attachment_.segment().view()))) {
-  backlog_thread_ = std::thread([this] { run_backlog(); });
+  backlog_thread_ = std::thread([this] {
+    name_this_thread("hugepin-backlog");
+    run_backlog();
+  });
 }
 
 WorkerSession::~WorkerSession() {

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
+#include <map>
 #include <set>
 #include <string>
 
@@ -49,6 +50,15 @@ TEST_CASE("every mix has its three rows, each with its figures, and the sample v
     CHECK(row["scheduler_loop_cpu_us_per_job"].get<double>() >= row["scheduler_cpu_us_per_job"].get<double>());
     CHECK(row["scheduler_sleeps_per_job"].get<double>() >= 0);
     CHECK(row["ranks_cpu_us_per_job"].get<double>() > 0);  // the ranks copy with memcpy here
+    // By thread name: each of the 4 ranks' own thread, which copies here, and its report backlog's.
+    std::map<std::string, Json> threads;
+    for (const Json& group : row["rank_threads"]) threads[group["name"].get<std::string>()] = group;
+    REQUIRE(threads.count("hugepin-rank") == 1);
+    CHECK(threads["hugepin-rank"]["threads"] == 4);
+    CHECK(threads["hugepin-rank"]["cpu_us_per_job"].get<double>() > 0);
+    CHECK(threads["hugepin-rank"]["run_queue_wait_us_per_job"].get<double>() >= 0);
+    REQUIRE(threads.count("hugepin-backlog") == 1);
+    CHECK(threads["hugepin-backlog"]["threads"] == 4);
     CHECK(row["reports_per_second"].get<double>() > 0);
     CHECK(row["chunks_checked"].get<uint64_t>() > 0);
   }
@@ -72,6 +82,21 @@ TEST_CASE("a scheduler that looks once per step: both protocol rows complete, th
     CHECK(row["jobs"].get<uint64_t>() > 0);
     CHECK(row["scheduler_cpu_us_per_job"].get<double>() > 0);
     CHECK(row["chunks_checked"].get<uint64_t>() > 0);
+  }
+}
+
+TEST_CASE("--rank-threads prints each protocol row's rank threads after the table") {
+  hugepin::test::CommandResult run = run_hugepin(
+      "bench offload --backend host --seconds 0.2 --blocks 16K --cpu-bytes 256M --mixes store --rank-threads");
+  REQUIRE_MESSAGE(run.status == 0, run.out);
+  CHECK(run.out.find("rank threads by name") != std::string::npos);
+  for (const char* row : {"store hugepin: ", "store engine way: "}) {
+    CAPTURE(row);
+    const size_t at = run.out.find(row);
+    REQUIRE(at != std::string::npos);
+    const std::string line = run.out.substr(at, run.out.find('\n', at) - at);
+    CHECK(line.find("hugepin-rank x4 ") != std::string::npos);
+    CHECK(line.find("hugepin-backlog x4 ") != std::string::npos);
   }
 }
 
