@@ -103,7 +103,9 @@ class WorkerSession {
   // rank's record. Throws Error (ENODEV without CUDA); on failure nothing stays pinned.
   void pin(int device);
   // Builds the copy engine over `segments`, the engine's device KV in the arena's segment order
-  // (ChunkGeometry::segment_views checks them). Waits for the copies of an earlier engine first.
+  // (ChunkGeometry::segment_views checks them). Waits for the copies of an earlier engine first,
+  // and on the GPU for the whole device once the earlier engine goes (kernels it launched on
+  // callers' streams may still read what it frees): call it at set-up, not between steps.
   // Throws Error (EINVAL naming the segment; ENODEV for kGpu without pin()).
   void set_device_kv(std::span<const DeviceSegment> segments, WorkerBackend backend);
 

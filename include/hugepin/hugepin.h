@@ -232,7 +232,8 @@ typedef enum hugepin_backend {
 } hugepin_backend;
 
 /* Builds the copy engine over the engine's device KV: `count` segments, in the arena's segment
- * order. Replaces an earlier engine (after waiting for its copies). -EINVAL naming the segment
+ * order. Replaces an earlier engine (after waiting for its copies, and on the GPU for the whole
+ * device as it goes: call this at set-up, not between steps). -EINVAL naming the segment
  * when the count or a bytes_per_block differs from the arena's, or a stride is too small;
  * -ENODEV for HUGEPIN_BACKEND_GPU without a pinned region. */
 HUGEPIN_API int hugepin_worker_set_device_kv(hugepin_worker* worker, const hugepin_device_segment* segments,

@@ -189,8 +189,10 @@ class Worker:
         arena, in its order, each a DeviceSegment or a torch tensor whose first dimension indexes
         blocks (hugepin.tensors.device_segment); a FlashAttention (2, num_blocks, ...) layer gives
         two: list(kv.unbind(0)). `backend`: Backend or 'auto', 'gpu', 'host'. The tensors are kept
-        alive here while the engine points into them. InvalidArgumentError names the segment whose
-        device, layout or bytes per block is wrong; nothing changes then."""
+        alive here while the engine points into them. Calling it again replaces the engine, after
+        its copies and (GPU) the whole device are done: do it at set-up, not between steps.
+        InvalidArgumentError names the segment whose device, layout or bytes per block is wrong;
+        nothing changes then."""
         backend = _backend(backend)
         effective = backend
         if backend == Backend.AUTO:
