@@ -82,9 +82,9 @@ class PairSlots {
   PairSlots(const PairSlots&) = delete;
   PairSlots& operator=(const PairSlots&) = delete;
 
-  // Takes a slot for `pair_count` pairs (see above) and returns where they will be on the device. Pairs go up with
-  // upload_pairs(); record_after(stream) hands the slot back once the kernels that read them are
-  // enqueued.
+  // Takes a slot for `pair_count` pairs (see above) and returns where they will be on the device.
+  // Pairs go up with upload_pairs(); record_after(stream) hands the slot back once the kernels
+  // that read them are enqueued.
   const UnitPair* reserve(size_t pair_count) {
     // A launch that failed after reserve() waited its stream out: its slot is free.
     if (current_) free_.push_back(*std::exchange(current_, std::nullopt));
@@ -483,7 +483,9 @@ class CudaCopyEngine final : public CopyEngine {
     slots.record_after(stream);
   }
 
-  static size_t views_index(Direction direction, bool bulk) { return static_cast<size_t>(direction) * 2 + (bulk ? 1 : 0); }
+  static size_t views_index(Direction direction, bool bulk) {
+    return static_cast<size_t>(direction) * 2 + (bulk ? 1 : 0);
+  }
 
   // Both directions' views for both kernels' piece sizes, to the device once (the engine's views
   // never change), on the calibration stream, waited for: any stream's kernels may read them.
@@ -492,12 +494,14 @@ class CudaCopyEngine final : public CopyEngine {
       for (bool bulk : {false, true}) {
         ResidentViews& resident = resident_views_[views_index(direction, bulk)];
         const uint64_t piece = bulk ? bulk_stage_bytes_ : kSmPieceBytes;
-        const std::vector<UnitView> unit_views = plan_unit_views(views_, direction, piece, &resident.layout.pieces_per_pair);
+        const std::vector<UnitView> unit_views =
+            plan_unit_views(views_, direction, piece, &resident.layout.pieces_per_pair);
         resident.layout.view_count = static_cast<uint32_t>(unit_views.size());
         resident.layout.piece_bytes = piece;
         const size_t bytes = unit_views.size() * sizeof(UnitView);  // views are never empty (make_cuda_copy_engine)
         check_cuda(cudaMalloc(&resident.device, bytes), "allocating copy views");
-        check_cuda(cudaMemcpyAsync(resident.device, unit_views.data(), bytes, cudaMemcpyHostToDevice, calibration_stream_),
+        check_cuda(cudaMemcpyAsync(resident.device, unit_views.data(), bytes, cudaMemcpyHostToDevice,
+                                   calibration_stream_),
                    "uploading copy views");
         check_cuda(cudaStreamSynchronize(calibration_stream_), "uploading copy views");
       }

@@ -287,7 +287,7 @@ TEST_CASE("SM launches of more pairs than one metadata upload move the same byte
   }
 }
 
-TEST_CASE("SM launches small enough to carry their pairs in the kernel's parameters, whole or cut, move the same bytes") {
+TEST_CASE("SM launches that carry their pairs in the kernel's parameters, whole or cut, move the same bytes") {
   Fixture& f = *g_fixture;
   uint64_t seed = 900;
   for (uint64_t slice : {uint64_t{0}, 64 * kKiB}) {  // 64 KiB: two pairs of 16 KiB blocks (K and V) per kernel
@@ -295,7 +295,8 @@ TEST_CASE("SM launches small enough to carry their pairs in the kernel's paramet
     CopyEngineOptions options = f.engine_options();
     options.sm_slice_bytes = slice;
     auto engine = make_cuda_copy_engine(f.views(16 * kKiB), options);
-    for (uint64_t count : {uint64_t{1}, uint64_t{63}, uint64_t{64}, uint64_t{kInlinePairs}, uint64_t{kInlinePairs} + 1}) {
+    const uint64_t inline_pairs = kInlinePairs;
+    for (uint64_t count : {uint64_t{1}, uint64_t{63}, uint64_t{64}, inline_pairs, inline_pairs + 1}) {
       CAPTURE(count);
       std::vector<BlockPair> pairs = random_pairs(engine->views()[0].device_blocks, count, seed);
       REQUIRE(pairs.size() == count);
