@@ -287,7 +287,7 @@ TEST_CASE("SM launches of more pairs than one metadata upload move the same byte
   }
 }
 
-TEST_CASE("SM launches that carry their pairs in the kernel's parameters, whole or cut, move the same bytes") {
+TEST_CASE("SM launches of 1 to 241 pairs (up to 240 carried as parameters), whole or cut, move the same bytes") {
   Fixture& f = *g_fixture;
   uint64_t seed = 900;
   for (uint64_t slice : {uint64_t{0}, 64 * kKiB}) {  // 64 KiB: two pairs of 16 KiB blocks (K and V) per kernel
