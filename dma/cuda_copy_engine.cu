@@ -31,6 +31,18 @@ constexpr size_t kBatchLimit = 8192;  // copies per cudaMemcpyBatchAsync call
 constexpr uint64_t kFirstUploadPairs = 4096;
 constexpr uint64_t kMaxUploadPairs = 65536;
 
+// True once the work before `event` is done, false while it runs; throws Error (`what`) when it
+// failed. NotReady is left as the thread's last error by the runtime: cleared here.
+bool event_fired(cudaEvent_t event, const char* what) {
+  const cudaError_t state = cudaEventQuery(event);
+  if (state == cudaErrorNotReady) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  check_cuda(state, what);
+  return true;
+}
+
 class CudaCompletion final : public CopyCompletion {
  public:
   explicit CudaCompletion(cudaEvent_t event) : event_(event) {}
@@ -38,15 +50,7 @@ class CudaCompletion final : public CopyCompletion {
   CudaCompletion(const CudaCompletion&) = delete;
   CudaCompletion& operator=(const CudaCompletion&) = delete;
 
-  bool done() override {
-    cudaError_t state = cudaEventQuery(event_);
-    if (state == cudaErrorNotReady) {
-      (void)cudaGetLastError();
-      return false;
-    }
-    check_cuda(state, "copy failed");
-    return true;
-  }
+  bool done() override { return event_fired(event_, "copy failed"); }
   void wait() override { check_cuda(cudaEventSynchronize(event_), "copy failed"); }
 
  private:
@@ -164,13 +168,10 @@ class PairSlots {
   // streams they may finish out of order), or else waits asleep for the oldest.
   void wait_for_a_slot() {
     for (auto it = in_use_.begin(); it != in_use_.end();) {
-      const cudaError_t state = cudaEventQuery(it->event);
-      if (state == cudaErrorNotReady) {
-        (void)cudaGetLastError();
+      if (!event_fired(it->event, "waiting for a pair list's slot")) {
         ++it;
         continue;
       }
-      check_cuda(state, "waiting for a pair list's slot");
       free_.push_back(*it);
       it = in_use_.erase(it);
     }
@@ -183,13 +184,7 @@ class PairSlots {
   // Frees the slots whose kernels are done, oldest first (cheap, every launch). Launches on
   // callers' streams may finish out of order: a later slot that is done waits for the older ones.
   void reclaim() {
-    while (!in_use_.empty()) {
-      const cudaError_t state = cudaEventQuery(in_use_.front().event);
-      if (state == cudaErrorNotReady) {
-        (void)cudaGetLastError();
-        return;
-      }
-      check_cuda(state, "waiting for a pair list's slot");
+    while (!in_use_.empty() && event_fired(in_use_.front().event, "waiting for a pair list's slot")) {
       free_.push_back(in_use_.front());
       in_use_.pop_front();
     }
