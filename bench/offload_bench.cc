@@ -245,6 +245,8 @@ struct Measured {
   int64_t loop_cpu_ns = 0;     // the whole scheduler thread, less the jobs' delivery
   int64_t sleeps = 0;          // its voluntary context switches
   int64_t ranks_cpu_ns = 0;    // the rank processes' CPU, summed
+  double in_flight_job_ns = 0;  // jobs out, integrated over the window: / window = the mean
+  int64_t no_job_ns = 0;        // time with fewer than jobs_in_flight out because no job could be made
   std::vector<RankThreadGroup> rank_threads;  // totals in ns until fill_row
 };
 
@@ -398,9 +400,15 @@ class OffloadRun {
     }
   }
 
+  // Free and retiring chunks the cache keeps (OffloadBenchOptions::keep_free_share).
+  size_t want_free() const {
+    const uint64_t floor = 2ull * options_.jobs_in_flight * options_.chunks_per_job;
+    return std::max<uint64_t>(floor, static_cast<uint64_t>(options_.keep_free_share * geometry_.chunk_count()));
+  }
+
   // The next job of `mix`, evicting idle stored chunks when few are free.
   std::optional<cli::CacheJob> next_job(cli::ChunkCache& cache, Path& path, Mix mix, bool* store_next) {
-    const std::vector<ChunkId> evicted = cache.evict(2 * options_.jobs_in_flight * options_.chunks_per_job);
+    const std::vector<ChunkId> evicted = cache.evict(want_free());
     if (!evicted.empty()) path.retire(evicted);
     cli::CacheOp op = mix == Mix::kStore ? cli::CacheOp::kStore : cli::CacheOp::kLoad;
     if (mix == Mix::kMixed) {
@@ -457,6 +465,21 @@ class OffloadRun {
     ThreadSamples threads_end;
     auto run = [&](Mix run_mix, int64_t until, bool timed, uint64_t stop_after_stored) {
       bool store_next = true;
+      // How many jobs were out, and since when, for the window's mean; `short_of_jobs`: fewer than
+      // jobs_in_flight because the cache could make no job (hugepin: chunks still behind the fence).
+      int64_t since = real_os().monotonic_ns();
+      size_t out = 0;
+      bool short_of_jobs = false;
+      auto account = [&](bool short_now) {
+        const int64_t now = std::min(real_os().monotonic_ns(), until);
+        if (timed && now > since) {
+          measured.in_flight_job_ns += static_cast<double>(out) * static_cast<double>(now - since);
+          if (short_of_jobs) measured.no_job_ns += now - since;
+        }
+        since = now;
+        out = open.size();
+        short_of_jobs = short_now;
+      };
       while (real_os().monotonic_ns() < until && cache.stored() < stop_after_stored) {
         while (open.size() < options_.jobs_in_flight) {
           std::optional<cli::CacheJob> job = next_job(cache, path, run_mix, &store_next);
@@ -465,8 +488,10 @@ class OffloadRun {
           const JobId id = path.dispatch(*job);
           open.emplace(id, std::make_pair(std::move(*job), now));
         }
+        account(open.size() < options_.jobs_in_flight);
         collect(path, &settled);
         settle(timed, until);
+        account(false);  // settled jobs are replaced right away, at the loop's top
         options_.check_interrupted();
       }
       cpu_end = thread_cpu_ns();
@@ -632,6 +657,8 @@ class OffloadRun {
     row->loop_cpu_us_per_job = static_cast<double>(m.loop_cpu_ns) / 1e3 / jobs;
     row->sleeps_per_job = static_cast<double>(m.sleeps) / jobs;
     row->ranks_cpu_us_per_job = static_cast<double>(m.ranks_cpu_ns) / 1e3 / jobs;
+    row->mean_jobs_in_flight = m.in_flight_job_ns / (m.seconds * 1e9);
+    row->no_job_share = static_cast<double>(m.no_job_ns) / (m.seconds * 1e9);
     row->rank_threads = m.rank_threads;
     for (RankThreadGroup& group : row->rank_threads) {
       group.cpu_us_per_job /= 1e3 * jobs;
@@ -720,6 +747,9 @@ void check_offload_bench_options(const OffloadBenchOptions& o) {
   if (o.jobs_in_flight == 0 || o.jobs_in_flight > 256) throw Error(cat("--jobs-in-flight ", o.jobs_in_flight, ": 1 to 256"));
   if (o.chunks_per_job == 0 || o.chunks_per_job > kMaxCopiesPerPacket) {
     throw Error(cat("--chunks-per-job ", o.chunks_per_job, ": 1 to ", kMaxCopiesPerPacket));
+  }
+  if (!(o.keep_free_share >= 0 && o.keep_free_share <= 0.5)) {
+    throw Error(cat("--keep-free ", o.keep_free_share, ": a share of the chunks from 0 to 0.5"));
   }
   if (o.cpu_bytes == 0) throw Error("--cpu-bytes 0: the host KV needs room for the chunks in flight");
   if (o.collect_every_ns < 0 || o.collect_every_ns > 1'000'000'000) {

@@ -54,6 +54,12 @@ struct OffloadBenchOptions {
   uint32_t chunks_per_job = 4;
   uint64_t cpu_bytes = uint64_t{1} << 30;  // host KV over all ranks
   uint64_t blocks_per_chunk = 16;
+  // The chunk cache evicts idle stored chunks while fewer than this share of all chunks are free
+  // or on their way back, and never keeps fewer than the jobs in flight could take twice over
+  // (2 x jobs_in_flight x chunks_per_job). hugepin's evicted chunks come back through the
+  // retirement fence (an epoch step and the copies launched before it later), so a cache that
+  // evicts only at the last moment can run out of free chunks while they are away.
+  double keep_free_share = 0;
   int64_t poll_interval_ns = 50'000;  // the engine way's event polling
   int64_t step_ns = 2'000'000;        // the hugepin row's compute epochs
   // The ranks' CUDA engines: 0, completion calls wait asleep on their events; > 0, they poll
@@ -107,6 +113,11 @@ struct OffloadRow {
   double loop_cpu_us_per_job = 0;   // the whole scheduler thread's, the benchmark's driver too
   double sleeps_per_job = 0;        // times the scheduler thread went to sleep, per job
   double ranks_cpu_us_per_job = 0;  // every rank process's CPU (all threads), summed, per job
+  // Jobs out at once, averaged over the window (at most jobs_in_flight), and the share of the
+  // window with fewer out because the chunk cache could make no job: hugepin's evicted chunks come
+  // back only through the retirement fence, the engine way's at once.
+  double mean_jobs_in_flight = 0;
+  double no_job_share = 0;
   std::vector<RankThreadGroup> rank_threads;  // the same by thread name (protocol rows), most CPU first
   double reports_per_second = 0;    // reports the scheduler took (engine way: completions)
   uint64_t chunks_checked = 0;      // host chunk copies checked after the row, over ranks

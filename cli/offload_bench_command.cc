@@ -69,6 +69,8 @@ Json row_json(const bench::OffloadRow& row) {
           {"scheduler_loop_cpu_us_per_job", row.loop_cpu_us_per_job},
           {"scheduler_sleeps_per_job", row.sleeps_per_job},
           {"ranks_cpu_us_per_job", row.ranks_cpu_us_per_job},
+          {"mean_jobs_in_flight", row.mean_jobs_in_flight},
+          {"no_job_share", row.no_job_share},
           {"rank_threads", rank_threads_json(row)},
           {"reports_per_second", row.reports_per_second},
           {"chunks_checked", row.chunks_checked},
@@ -112,6 +114,7 @@ int run(OffloadArgs& args) {
                 {"poll_us", args.poll_us},
                 {"completion_poll_us", completion_poll_us},
                 {"collect_every_us", args.collect_every_us},
+                {"keep_free", options.keep_free_share},
                 {"chunk_counts", result.chunk_counts},
                 {"rows", rows},
                 {"sample_verified", true},
@@ -135,7 +138,7 @@ int run(OffloadArgs& args) {
                     : std::string("sleeps until a job can settle"))
             << "\n";
   Table table({"BLOCK", "MIX", "PATH", "GB/s", "OF CEIL", "SETTLE p50 us", "p99", "COPY p50", "OVERHEAD p50", "p99",
-               "LANDED p99", "SEEN p99", "CPU us/job", "/rank", "SLEEPS/job", "RANKS CPU us/job", "REPORTS/s"},
+               "LANDED p99", "SEEN p99", "IN FLIGHT", "NO JOB", "CPU us/job", "/rank", "SLEEPS/job", "RANKS CPU us/job", "REPORTS/s"},
               {Table::Align::kRight, Table::Align::kLeft, Table::Align::kLeft});
   for (const bench::OffloadRow& row : result.rows) {
     const bool ceiling = row.path == bench::OffloadPath::kCopyEngine;
@@ -144,6 +147,7 @@ int run(OffloadArgs& args) {
                    fixed(row.gb_per_second, 2), fixed(100 * row.of_ceiling, 1) + "%", cell(row.settle_p50_us),
                    cell(row.settle_p99_us), cell(row.copy_p50_us), cell(row.overhead_p50_us), cell(row.overhead_p99_us),
                    cell(row.landed_p99_us), cell(row.seen_p99_us),
+                   ceiling ? "-" : fixed(row.mean_jobs_in_flight, 2), ceiling ? "-" : fixed(100 * row.no_job_share, 1) + "%",
                    ceiling ? "-" : fixed(row.cpu_us_per_job, 2), ceiling ? "-" : fixed(row.cpu_us_per_job_rank, 2),
                    ceiling ? "-" : fixed(row.sleeps_per_job, 2), ceiling ? "-" : fixed(row.ranks_cpu_us_per_job, 1),
                    ceiling ? "-" : fixed(row.reports_per_second, 0)});
@@ -182,6 +186,10 @@ void add_offload_bench_command(CLI::App& bench, Context& context) {
   offload->add_option("--chunks-per-job", o.chunks_per_job, "Chunks per job")->check(CLI::Range(1, 64));
   offload->add_option("--blocks-per-chunk", o.blocks_per_chunk, "Blocks per chunk")->check(CLI::Range(1, 1024));
   offload->add_option("--cpu-bytes", args->cpu_bytes, "Host KV over all ranks")->check(size_validator());
+  offload->add_option("--keep-free", o.keep_free_share,
+                      "Share of the chunks (0 to 0.5) the cache keeps free or on their way back through the fence "
+                      "by evicting ahead; at least 2 x jobs in flight x chunks per job")
+      ->capture_default_str();
   offload->add_option("--poll-us", args->poll_us, "The engine way: microseconds between event polls")
       ->check(CLI::Range(1.0, 100000.0));
   offload->add_option("--completion-poll-us", args->completion_poll_us,

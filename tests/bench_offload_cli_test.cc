@@ -50,6 +50,11 @@ TEST_CASE("every mix has its three rows, each with its figures, and the sample v
     CHECK(row["scheduler_loop_cpu_us_per_job"].get<double>() >= row["scheduler_cpu_us_per_job"].get<double>());
     CHECK(row["scheduler_sleeps_per_job"].get<double>() >= 0);
     CHECK(row["ranks_cpu_us_per_job"].get<double>() > 0);  // the ranks copy with memcpy here
+    // Jobs were out through the window, never more than --jobs-in-flight (8).
+    CHECK(row["mean_jobs_in_flight"].get<double>() > 0);
+    CHECK(row["mean_jobs_in_flight"].get<double>() <= 8);
+    CHECK(row["no_job_share"].get<double>() >= 0);
+    CHECK(row["no_job_share"].get<double>() <= 1);
     // By thread name: each of the 4 ranks' own thread, which copies here, and its report backlog's.
     std::map<std::string, Json> threads;
     for (const Json& group : row["rank_threads"]) threads[group["name"].get<std::string>()] = group;
@@ -65,13 +70,14 @@ TEST_CASE("every mix has its three rows, each with its figures, and the sample v
   CHECK(seen.size() == 9);
 }
 
-TEST_CASE("a scheduler that looks once per step: both protocol rows complete, the sample verified") {
+TEST_CASE("a scheduler that looks once per step, a cache that evicts ahead: both protocol rows complete, the sample verified") {
   hugepin::test::CommandResult run = run_hugepin(
       "bench offload --backend host --seconds 0.3 --blocks 16K --cpu-bytes 256M --mixes store "
-      "--collect-every-us 500 --json");
+      "--collect-every-us 500 --keep-free 0.25 --json");
   REQUIRE_MESSAGE(run.status == 0, run.out);
   const Json result = parse(run.out);
   CHECK(result["collect_every_us"].get<double>() == 500);
+  CHECK(result["keep_free"].get<double>() == 0.25);
   CHECK(result["sample_verified"] == true);
   const Json& rows = result["rows"];
   REQUIRE(rows.size() == 3);
@@ -110,6 +116,9 @@ TEST_CASE("bad options are refused by name, before anything runs") {
   run = run_hugepin("bench offload --backend host --collect-every-us 2000000");
   CHECK(run.status == 2);
   CHECK(run.out.find("--collect-every-us") != std::string::npos);
+  run = run_hugepin("bench offload --backend host --keep-free 0.7");
+  CHECK(run.status == 2);
+  CHECK(run.out.find("--keep-free 0.7: a share of the chunks from 0 to 0.5") != std::string::npos);
   run = run_hugepin("bench offload --backend host --blocks 64K --cpu-bytes 16M --seconds 0.1");
   CHECK(run.status == 1);
   CHECK(run.out.find("at least 128 are needed for 8 jobs of 4 chunks in flight") != std::string::npos);
