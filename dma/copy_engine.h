@@ -50,9 +50,14 @@ struct CopyEngineOptions {
   // 0.6%, but they move 4 KiB blocks at 38 GB/s instead of 47 when the GPU is otherwise idle
   // (docs/performance.md). The default favours copy rate; set this where copies overlap compute.
   uint64_t sm_slice_bytes = 0;
-  // SM kernels: a launch of up to 240 pairs carries them in the kernel's parameters; a larger one
-  // uploads its pair list first, from pinned memory of the engine's. This is how many uploaded
-  // lists may be queued per direction, on every stream together (callers' included), before
+  // SM kernels: a launch of up to this many pairs carries them in its kernels' parameters, cut into
+  // kernels of at most 240 pairs each (dma/copy_units.h, kInlinePairs), in even shares; a larger
+  // one uploads its pair list first. A carried list needs no copy before its kernel, and with four
+  // rank processes on one H200 such an upload cost more than the copy it served
+  // (docs/performance.md, "Copy launches that never wait"). Values below 240 count as 240.
+  uint64_t sm_carried_pairs_max = 16 * 240;
+  // SM kernels: uploaded pair lists (launches of more than sm_carried_pairs_max pairs) go up from
+  // pinned memory of the engine's. This is how many uploaded lists may be queued per direction, on every stream together (callers' included), before
   // launch() and enqueue() wait asleep for one to be done (0 counts as 1). A list that is done
   // but queued behind an unfinished older one on another stream still counts until the limit is
   // reached. Each list holds pinned and device memory (16 KiB at least, or its size), allocated

@@ -31,6 +31,8 @@ constexpr size_t kBatchLimit = 8192;  // copies per cudaMemcpyBatchAsync call
 constexpr uint64_t kFirstUploadPairs = 4096;
 constexpr uint64_t kMaxUploadPairs = 65536;
 
+constexpr uint64_t ceil_div(uint64_t count, uint64_t per) { return (count + per - 1) / per; }
+
 // True once the work before `event` is done, false while it runs; throws Error (`what`) when it
 // failed. NotReady is left as the thread's last error by the runtime: cleared here.
 bool event_fired(cudaEvent_t event, const char* what) {
@@ -415,8 +417,8 @@ class CudaCopyEngine final : public CopyEngine {
     }
   }
 
-  // SM launches of up to kInlinePairs pairs carry them in the kernel's parameters; larger ones
-  // upload them first. An upload is a copy on the stream that the kernel waits for, and with
+  // SM launches of up to sm_carried_pairs_max pairs carry them in their kernels' parameters (at
+  // most kInlinePairs per kernel); larger ones upload them first. An upload is a copy on the stream that the kernel waits for, and with
   // four rank processes on one H200 it can cost far more than the copy itself: the copy engine
   // row of `hugepin bench offload` moved 15.5-15.8 GB/s of 16 KiB blocks in jobs of 128 pairs
   // (a 2 KiB upload), 38-43 GB/s in jobs of 64 (1 KiB, and the views as a second upload), 9.1-9.5
@@ -440,10 +442,15 @@ class CudaCopyEngine final : public CopyEngine {
                                     : std::max<uint64_t>(1, options_.sm_slice_bytes / std::max<uint64_t>(pair_bytes, 1));
     const size_t shared = static_cast<size_t>(bulk_pipelines_) * detail::kBulkStages * bulk_stage_bytes_;
     const unsigned bulk_threads = 32 * bulk_pipelines_;
-    if (pairs.size() <= kInlinePairs) {
+    if (pairs.size() <= std::max<uint64_t>(options_.sm_carried_pairs_max, kInlinePairs)) {
+      // Even shares, as many kernels as the slice asks and enough that each carries at most
+      // kInlinePairs: 256 pairs go as two kernels of 128, not as 240 and a tail of 16.
+      const uint64_t count = pairs.size();
+      const uint64_t kernels = std::max(ceil_div(count, per_kernel), ceil_div(count, kInlinePairs));
       InlinePairs carried{};
-      for (uint64_t first = 0; first < pairs.size(); first += per_kernel) {
-        layout.pair_count = std::min<uint64_t>(per_kernel, pairs.size() - first);
+      for (uint64_t k = 0; k < kernels; ++k) {
+        const uint64_t first = count * k / kernels;
+        layout.pair_count = count * (k + 1) / kernels - first;
         std::memcpy(carried.pairs, pairs.data() + first, layout.pair_count * sizeof(UnitPair));
         if (bulk) {
           detail::sm_bulk_inline_kernel<<<blocks, bulk_threads, shared, stream>>>(layout, views, carried,

@@ -287,16 +287,29 @@ TEST_CASE("SM launches of more pairs than one metadata upload move the same byte
   }
 }
 
-TEST_CASE("SM launches of 1 to 241 pairs (up to 240 carried as parameters), whole or cut, move the same bytes") {
+TEST_CASE("SM launches around the carried limits (240 pairs a kernel, sm_carried_pairs_max a launch), whole or cut, move the same bytes") {
   Fixture& f = *g_fixture;
   uint64_t seed = 900;
-  for (uint64_t slice : {uint64_t{0}, 64 * kKiB}) {  // 64 KiB: two pairs of 16 KiB blocks (K and V) per kernel
-    CAPTURE(slice);
+  const uint64_t carried = kInlinePairs;
+  const uint64_t carried_max = CopyEngineOptions().sm_carried_pairs_max;
+  struct Case {
+    uint64_t carried_max;
+    uint64_t slice;  // 64 KiB: two pairs of 16 KiB blocks (K and V) per kernel
+    std::vector<uint64_t> counts;
+  };
+  const Case cases[] = {
+      {carried_max, 0, {1, 63, 64, carried, carried + 1, 2 * carried + 1, carried_max, carried_max + 1}},
+      {carried_max, 64 * kKiB, {1, 64, carried + 1, carried_max, carried_max + 1}},
+      {300, 0, {300, 301}},  // a small limit: both sides of it
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.carried_max);
+    CAPTURE(c.slice);
     CopyEngineOptions options = f.engine_options();
-    options.sm_slice_bytes = slice;
+    options.sm_slice_bytes = c.slice;
+    options.sm_carried_pairs_max = c.carried_max;
     auto engine = make_cuda_copy_engine(f.views(16 * kKiB), options);
-    const uint64_t inline_pairs = kInlinePairs;
-    for (uint64_t count : {uint64_t{1}, uint64_t{63}, uint64_t{64}, inline_pairs, inline_pairs + 1}) {
+    for (uint64_t count : c.counts) {
       CAPTURE(count);
       std::vector<BlockPair> pairs = random_pairs(engine->views()[0].device_blocks, count, seed);
       REQUIRE(pairs.size() == count);
@@ -404,9 +417,11 @@ void hold_stream(void* open) {
 
 TEST_CASE("SM launches queue behind one another without waiting for the GPU, each keeping its own pairs") {
   // A host function holds the stream, so that nothing queued behind it runs: 12 launches of 341
-  // pairs (lists uploaded, not carried in the kernel's parameters; the first version of the
+  // pairs (lists uploaded, not carried in the kernels' parameters; the first version of the
   // engine waited for the fifth) must all be enqueued while it holds.
-  QueuedStores stores(g_fixture->engine_options(), 12);
+  CopyEngineOptions options = g_fixture->engine_options();
+  options.sm_carried_pairs_max = 0;  // counts as 240: 341 pairs are uploaded
+  QueuedStores stores(options, 12);
   REQUIRE(stores.launches[0].size() > kInlinePairs);
   cudaStream_t stream = nullptr;
   cuda_ok(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "creating a stream");
@@ -446,6 +461,7 @@ TEST_CASE("SM launches queue behind one another without waiting for the GPU, eac
 TEST_CASE("SM launches past the queue limit wait for the oldest, and reuse its metadata only after it ran") {
   CopyEngineOptions options = g_fixture->engine_options();
   options.sm_launches_queued = 3;
+  options.sm_carried_pairs_max = 0;  // counts as 240: 341 pairs are uploaded
   QueuedStores stores(options, 16);
   REQUIRE(stores.launches[0].size() > kInlinePairs);
   std::vector<std::unique_ptr<CopyCompletion>> completions;
