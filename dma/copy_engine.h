@@ -75,7 +75,9 @@ struct CopyEngineOptions {
   // thread sleeps until the driver wakes it (a blocking-sync event: no CPU while copies run; on
   // the H200 host the call ran 55-78 us after the copies ended at the median, 271-395 us at p99,
   // docs/performance.md). > 0: it asks the event every this many ns while calls wait, sleeping
-  // between, which costs CPU on the rank's side while copies are out.
+  // between, which costs CPU on the rank's side while copies are out; such events are not
+  // blocking-sync, so the driver's event thread is not woken as each fires (on the H200 host, with
+  // four rank processes on one GPU, `hugepin bench offload` moved 2-9% more with them).
   int64_t completion_poll_ns = 0;
 };
 
