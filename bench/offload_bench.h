@@ -58,8 +58,10 @@ struct OffloadBenchOptions {
   // or on their way back, and never keeps fewer than the jobs in flight could take twice over
   // (2 x jobs_in_flight x chunks_per_job). hugepin's evicted chunks come back through the
   // retirement fence (an epoch step and the copies launched before it later), so a cache that
-  // evicts only at the last moment can run out of free chunks while they are away.
-  double keep_free_share = 0;
+  // evicts only at that floor runs out of free chunks while they are away: on the H200 host its
+  // 16 KiB store rows had fewer jobs out than asked for 23-26% of the time (34-40% under MPS,
+  // where they lost 2-4% of their GB/s to it); at a quarter, never (docs/performance.md).
+  double keep_free_share = 0.25;
   int64_t poll_interval_ns = 50'000;  // the engine way's event polling
   int64_t step_ns = 2'000'000;        // the hugepin row's compute epochs
   // The ranks' CUDA engines: 0, completion calls wait asleep on their events; > 0, they poll

@@ -27,6 +27,7 @@ TEST_CASE("every mix has its three rows, each with its figures, and the sample v
   const Json result = parse(run.out);
   CHECK(result["backend"] == "host");
   CHECK(result["sample_verified"] == true);
+  CHECK(result["keep_free"].get<double>() == 0.25);  // the default
   CHECK(result["chunks_checked"].get<int>() > 0);
   CHECK(result["slots_checked"].get<int>() > 0);
   const Json& rows = result["rows"];
@@ -70,14 +71,14 @@ TEST_CASE("every mix has its three rows, each with its figures, and the sample v
   CHECK(seen.size() == 9);
 }
 
-TEST_CASE("a scheduler that looks once per step, a cache that evicts ahead: both protocol rows complete, the sample verified") {
+TEST_CASE("a scheduler that looks once per step, a cache that evicts only at the floor: both protocol rows complete, the sample verified") {
   hugepin::test::CommandResult run = run_hugepin(
       "bench offload --backend host --seconds 0.3 --blocks 16K --cpu-bytes 256M --mixes store "
-      "--collect-every-us 500 --keep-free 0.25 --json");
+      "--collect-every-us 500 --keep-free 0 --json");
   REQUIRE_MESSAGE(run.status == 0, run.out);
   const Json result = parse(run.out);
   CHECK(result["collect_every_us"].get<double>() == 500);
-  CHECK(result["keep_free"].get<double>() == 0.25);
+  CHECK(result["keep_free"].get<double>() == 0);
   CHECK(result["sample_verified"] == true);
   const Json& rows = result["rows"];
   REQUIRE(rows.size() == 3);
