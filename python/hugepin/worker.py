@@ -102,8 +102,9 @@ class Worker:
         the host backend (0: 1); `post_timeout`: seconds a report waits for room in a full ring
         (None: 1 s); `time_copies`: time each job's copies on the GPU (JobResult.copy_ns);
         `completion_poll`: GPU backend, seconds between polls of a job's event while it waits to
-        land (0: sleep until the driver wakes the worker, tens to hundreds of microseconds late but
-        free; 25e-6: about 25 us late, for some CPU while jobs wait; hugepin_worker_options)."""
+        land (0: sleep until the driver wakes the worker, tens to hundreds of microseconds late;
+        25e-6: about 25 us late, polling while jobs wait; the CPU each costs and what each moved:
+        hugepin_worker_options in hugepin.h)."""
         self._handle = None
         self.arena, self.tp_rank, self.pp_rank = arena, tp_rank, pp_rank
         options = _abi.options(_abi.WorkerOptions, copy_threads=_args.uint32(copy_threads, "copy_threads"),
