@@ -153,7 +153,7 @@ class Os {
   // send(2) on a connected socket without SIGPIPE: a peer gone is -EPIPE.
   virtual ssize_t send(int fd, const void* data, size_t bytes) = 0;
   // Sends `message` as one datagram to the Unix socket `address`: a path, or '@' and an abstract
-  // name (sd_notify's NOTIFY_SOCKET).
+  // name (sd_notify's NOTIFY_SOCKET). Never waits: -EAGAIN when the receiver's queue is full.
   virtual int send_datagram(const std::string& address, std::string_view message) = 0;
   // poll(2): how many entries have events; 0 when `timeout_ms` (negative: none) passed; -EINTR.
   virtual int poll(struct pollfd* fds, size_t count, int timeout_ms) = 0;

@@ -353,8 +353,10 @@ class PosixOs final : public Os {
     if (int rc = unix_address(address, &target, &length); rc < 0) return rc;
     int fd = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     if (fd < 0) return -errno;
-    ssize_t n = ::sendto(fd, message.data(), message.size(), MSG_NOSIGNAL, reinterpret_cast<const sockaddr*>(&target),
-                         length);
+    // MSG_DONTWAIT: a receiver that stopped reading (a hung service manager) must not hold the
+    // sender up once its queue (net.unix.max_dgram_qlen datagrams) is full.
+    ssize_t n = ::sendto(fd, message.data(), message.size(), MSG_NOSIGNAL | MSG_DONTWAIT,
+                         reinterpret_cast<const sockaddr*>(&target), length);
     int error = n < 0 ? errno : (static_cast<size_t>(n) != message.size() ? EMSGSIZE : 0);
     ::close(fd);
     return -error;

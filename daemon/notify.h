@@ -6,8 +6,8 @@
 // STOPPING=1 when it starts shutting down.
 //
 // Without $NOTIFY_SOCKET (not started by systemd) every call does nothing. A message that cannot
-// be sent is logged once and otherwise ignored: the service manager's absence must not stop the
-// daemon.
+// be sent is logged once and otherwise ignored, and none waits for room in a queue the manager
+// does not read: the service manager's absence or hang must not stop the daemon.
 //
 // Thread-safety: one thread at a time.
 #pragma once

@@ -8,10 +8,14 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <map>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "base/error.h"
 #include "tests/support/temp_dir.h"
@@ -114,6 +118,32 @@ TEST_CASE("without NOTIFY_SOCKET nothing is sent; an unreachable socket is an er
   Notifier unreachable = Notifier::from_environment(real_os(), map_source(gone), getpid());
   CHECK(unreachable.send("READY=1") == -ENOENT);
   unreachable.ready("still running");  // logged once, never thrown
+}
+
+TEST_CASE("a service manager that stops reading never holds the daemon up") {
+  // A datagram socket queues net.unix.max_dgram_qlen messages (10 by default) or its receive
+  // buffer's worth; a send past that would wait for the manager to read, which a hung one never
+  // does. Far more than either are sent to a listener that reads nothing.
+  test::TempDir dir;
+  const std::string address = dir.path() + "/notify";
+  Listener listener(address);
+  std::map<std::string, std::string> env{{"NOTIFY_SOCKET", address}};
+  Notifier notifier = Notifier::from_environment(real_os(), map_source(env), getpid());
+  REQUIRE(notifier.active());
+  std::atomic<bool> done{false};
+  int refused = 0;
+  std::thread sender([&] {
+    for (int i = 0; i < 4096; ++i) {
+      if (notifier.send("WATCHDOG=1") == -EAGAIN) ++refused;
+    }
+    done = true;
+  });
+  for (int i = 0; i < 200 && !done; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const bool finished_unread = done;
+  while (!done) listener.next(100);  // a sender that waits for room is let go, to fail below
+  sender.join();
+  CHECK(finished_unread);
+  CHECK(refused > 0);
 }
 
 }  // namespace hugepin::daemon
