@@ -136,9 +136,11 @@ int run(OffloadArgs& args) {
                     ? cat("looks once every ", args.collect_every_us, " us without waiting (an engine's step), "
                           "sleeping between looks (counted in SLEEPS/job)")
                     : std::string("sleeps until a job can settle"))
-            << "\n";
+            << "; the chunk cache keeps " << 100 * options.keep_free_share
+            << "% of the chunks free or coming back through the fence (--keep-free)\n";
   Table table({"BLOCK", "MIX", "PATH", "GB/s", "OF CEIL", "SETTLE p50 us", "p99", "COPY p50", "OVERHEAD p50", "p99",
-               "LANDED p99", "SEEN p99", "IN FLIGHT", "NO JOB", "CPU us/job", "/rank", "SLEEPS/job", "RANKS CPU us/job", "REPORTS/s"},
+               "LANDED p99", "SEEN p99", "IN FLIGHT", "NO JOB", "CPU us/job", "/rank", "SLEEPS/job",
+               "RANKS CPU us/job", "REPORTS/s"},
               {Table::Align::kRight, Table::Align::kLeft, Table::Align::kLeft});
   for (const bench::OffloadRow& row : result.rows) {
     const bool ceiling = row.path == bench::OffloadPath::kCopyEngine;
@@ -147,7 +149,8 @@ int run(OffloadArgs& args) {
                    fixed(row.gb_per_second, 2), fixed(100 * row.of_ceiling, 1) + "%", cell(row.settle_p50_us),
                    cell(row.settle_p99_us), cell(row.copy_p50_us), cell(row.overhead_p50_us), cell(row.overhead_p99_us),
                    cell(row.landed_p99_us), cell(row.seen_p99_us),
-                   ceiling ? "-" : fixed(row.mean_jobs_in_flight, 2), ceiling ? "-" : fixed(100 * row.no_job_share, 1) + "%",
+                   ceiling ? "-" : fixed(row.mean_jobs_in_flight, 2),
+                   ceiling ? "-" : fixed(100 * row.no_job_share, 1) + "%",
                    ceiling ? "-" : fixed(row.cpu_us_per_job, 2), ceiling ? "-" : fixed(row.cpu_us_per_job_rank, 2),
                    ceiling ? "-" : fixed(row.sleeps_per_job, 2), ceiling ? "-" : fixed(row.ranks_cpu_us_per_job, 1),
                    ceiling ? "-" : fixed(row.reports_per_second, 0)});

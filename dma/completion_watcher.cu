@@ -57,7 +57,7 @@ cudaEvent_t CompletionWatcher::take_event() {
   }
   // Only a thread that sleeps on its events needs them blocking-sync. A blocking-sync event has the
   // driver's event thread (cuda-EvtHandlr) woken each time one fires: on the H200 host that thread
-  // used 92-188 us of CPU per job of `hugepin bench offload` whose events were only polled.
+  // used 92-228 us of CPU per job of `hugepin bench offload` whose events were only polled.
   const unsigned flags = cudaEventDisableTiming | (poll_ns_ > 0 ? 0u : cudaEventBlockingSync);
   cudaEvent_t event = nullptr;
   check_cuda(cudaEventCreateWithFlags(&event, flags), "creating a completion event");

@@ -7,18 +7,19 @@
 // engine's GB/s, where engines polling events moved 67-97%. Here a call waits behind an event
 // recorded on its stream instead, and the stream runs on. Per stream, one thread (started on the
 // stream's first call) waits for the events in the order they were recorded (asleep or polling,
-// below), and runs each call once its event has fired. Streams get threads of their own up to kMaxThreads; later streams share theirs, whose
-// calls then also wait for the calls queued before them there.
+// below), and runs each call once its event has fired. Streams get threads of their own up to
+// kMaxThreads; later streams share theirs, whose calls then also wait for the calls queued before
+// them there.
 //
 // How a thread waits for an event is the engine's choice (CopyEngineOptions::completion_poll_ns):
-// asleep in cudaEventSynchronize, woken by the driver's interrupt (no CPU while copies run, but on
-// the H200 host the call ran 55-78 us after the copies ended at the median and 271-395 us at p99),
-// or polling: cudaEventQuery, then a sleep of poll_ns, again, while a call waits (each sleep ends
-// within a microsecond of slack, and nothing is spent while no call waits; engines that poll their
-// events today pay the same). Only a sleeping thread's events are blocking-sync: one that fires
-// wakes the driver's event thread (cuda-EvtHandlr), which, when polled events were blocking-sync
-// too, cost the rank processes of `hugepin bench offload` on the H200 host 92-228 us of CPU per job
-// and hugepin 2-9% of its GB/s (docs/performance.md).
+// asleep in cudaEventSynchronize, woken by the driver's interrupt (no polling, but on the H200 host
+// the call ran 34-78 us after the copies ended at the median and 271-400 us at p99), or polling:
+// cudaEventQuery, then a sleep of poll_ns, again, while a call waits (each sleep ends within a
+// microsecond of slack, and nothing is spent while no call waits; engines that poll their events
+// today pay the same). Only a sleeping thread's events are blocking-sync: one that fires wakes the
+// driver's event thread (cuda-EvtHandlr), which, when polled events were blocking-sync too, cost
+// the rank processes of `hugepin bench offload` on the H200 host 92-228 us of CPU per job and
+// hugepin 1-9 points of its share of the copy engine's rate (docs/performance.md).
 //
 // Thread-safety: add() from any thread. The calls run on the watcher's threads, one at a time per
 // thread; they must be quick and must not call CUDA on the same stream synchronously.

@@ -41,14 +41,16 @@ struct CopyEngineOptions {
   uint64_t auto_sm_below_d2h = 1 << 20;
   // Which SM kernel kAuto uses.
   CopyBackend auto_sm_kernel = CopyBackend::kSmLoadStore;
-  // SM kernels: at most this many bytes per kernel, a launch being cut into several kernels;
-  // 0: no cut by bytes (a launch of more than 4096 pairs still runs as a few kernels, one per
-  // batch of pairs uploaded: 4096, 8192, ... up to 65536 pairs, so that copying starts before
-  // the whole pair list is staged). With a slice, kernels also end at those batch boundaries. An SM that a copy kernel holds returns to compute only when the
-  // kernel ends, and a GEMM that sizes its grid to every SM waits for it: on the H200, copies of
-  // 16 KiB blocks by one kernel per 512 MiB slowed a bf16 GEMM loop by 35%; 1 MiB kernels by
-  // 0.6%, but they move 4 KiB blocks at 38 GB/s instead of 47 when the GPU is otherwise idle
-  // (docs/performance.md). The default favours copy rate; set this where copies overlap compute.
+  // SM kernels: at most this many bytes per kernel, a launch being cut into several kernels; 0: no
+  // cut by bytes (a launch still runs as several kernels when its pairs travel in kernels'
+  // parameters, 240 at most each, see sm_carried_pairs_max; and an uploaded list of more than 4096
+  // pairs as one kernel per batch uploaded: 4096, 8192, ... up to 65536 pairs, so that copying
+  // starts before the whole list is staged). With a slice, kernels also end at those batch
+  // boundaries. An SM that a copy kernel holds returns to compute only when the kernel ends, and a
+  // GEMM that sizes its grid to every SM waits for it: on the H200, copies of 16 KiB blocks by one
+  // kernel per 512 MiB slowed a bf16 GEMM loop by 35%; 1 MiB kernels by 0.6%, but they move 4 KiB
+  // blocks at 38 GB/s instead of 47 when the GPU is otherwise idle (docs/performance.md). The
+  // default favours copy rate; set this where copies overlap compute.
   uint64_t sm_slice_bytes = 0;
   // SM kernels: a launch of up to this many pairs carries them in its kernels' parameters, cut into
   // kernels of at most 240 pairs each (dma/copy_units.h, kInlinePairs), in even shares; a larger
@@ -57,11 +59,12 @@ struct CopyEngineOptions {
   // (docs/performance.md, "Copy launches that never wait"). Values below 240 count as 240.
   uint64_t sm_carried_pairs_max = 16 * 240;
   // SM kernels: uploaded pair lists (launches of more than sm_carried_pairs_max pairs) go up from
-  // pinned memory of the engine's. This is how many uploaded lists may be queued per direction, on every stream together (callers' included), before
-  // launch() and enqueue() wait asleep for one to be done (0 counts as 1). A list that is done
-  // but queued behind an unfinished older one on another stream still counts until the limit is
-  // reached. Each list holds pinned and device memory (16 KiB at least, or its size), allocated
-  // as the queue first grows that deep and kept for the engine's life.
+  // pinned memory of the engine's. This is how many uploaded lists may be queued per direction, on
+  // every stream together (callers' included), before launch() and enqueue() wait asleep for one to
+  // be done (0 counts as 1). A list that is done but queued behind an unfinished older one on
+  // another stream still counts until the limit is reached. Each list holds pinned and device
+  // memory (16 KiB at least, or its size), allocated as the queue first grows that deep and kept
+  // for the engine's life.
   size_t sm_launches_queued = 256;
   // Host spans never cross a multiple of this many bytes from host_split_base. Set them from the
   // PinnedRegion (its host() and chunk_bytes()) when the host memory was pinned in chunks: the
@@ -72,12 +75,12 @@ struct CopyEngineOptions {
   // Host engine: copy threads.
   unsigned host_threads = 1;
   // CUDA engine: how completion calls (when_done) learn that their copies ended. 0: the engine's
-  // thread sleeps until the driver wakes it (a blocking-sync event: no CPU while copies run; on
-  // the H200 host the call ran 55-78 us after the copies ended at the median, 271-395 us at p99,
-  // docs/performance.md). > 0: it asks the event every this many ns while calls wait, sleeping
-  // between, which costs CPU on the rank's side while copies are out; such events are not
-  // blocking-sync, so the driver's event thread is not woken as each fires (on the H200 host, with
-  // four rank processes on one GPU, `hugepin bench offload` moved 2-9% more with them).
+  // thread sleeps until the driver wakes it (a blocking-sync event: no polling, but the driver's
+  // event thread works as each fires; on the H200 host the call ran 34-78 us after the copies
+  // ended at the median, 271-400 us at p99, docs/performance.md). > 0: it asks the event every
+  // this many ns while calls wait, sleeping between; such events are not blocking-sync. On the
+  // H200 host, with four rank processes on one GPU, polling every 50 us used 0.6-1.2x the CPU per
+  // job of sleeping, and `hugepin bench offload` moved 1-10 points more of the copy engine's rate.
   int64_t completion_poll_ns = 0;
 };
 

@@ -115,6 +115,34 @@ TEST_CASE("SM units move exactly the bytes the DMA spans move") {
   }
 }
 
+TEST_CASE("carried launches are cut into even kernels of at most 240 pairs, none empty, none over the slice") {
+  // Every count up to 4 x the default carried limit, slices from one pair to more than a kernel
+  // may carry, and no slice (per_kernel = count, as the engine passes it).
+  for (uint64_t count = 1; count <= 4 * 3840; ++count) {
+    for (uint64_t per_kernel : {uint64_t{1}, uint64_t{2}, uint64_t{7}, uint64_t{64}, uint64_t{239}, uint64_t{240},
+                                uint64_t{241}, uint64_t{1000}, count}) {
+      const uint64_t kernels = carried_kernels(count, per_kernel);
+      const uint64_t limit = std::min<uint64_t>(per_kernel, kInlinePairs);
+      uint64_t smallest = UINT64_MAX, largest = 0;
+      REQUIRE(carried_share_first(count, kernels, 0) == 0);
+      for (uint64_t k = 0; k < kernels; ++k) {
+        const uint64_t share = carried_share_first(count, kernels, k + 1) - carried_share_first(count, kernels, k);
+        smallest = std::min(smallest, share);
+        largest = std::max(largest, share);
+      }
+      CAPTURE(count);
+      CAPTURE(per_kernel);
+      REQUIRE(carried_share_first(count, kernels, kernels) == count);  // every pair, once
+      REQUIRE(smallest >= 1);
+      REQUIRE(largest <= limit);
+      REQUIRE(largest - smallest <= 1);                        // even
+      REQUIRE(kernels == (count + limit - 1) / limit);         // no more kernels than needed
+    }
+  }
+  CHECK(carried_kernels(256, 256) == 2);  // two of 128, not 240 and 16
+  CHECK(carried_share_first(256, 2, 1) == 128);
+}
+
 TEST_CASE("requests are checked: ranges, sizes and alignment") {
   alignas(16) static std::byte host[4096 * 4];
   SegmentView view = contiguous_view(0x10000000, host, 4096, 4);

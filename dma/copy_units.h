@@ -37,6 +37,20 @@ struct InlinePairs {
   UnitPair pairs[kInlinePairs];
 };
 
+// How a launch of `count` pairs (count > 0) whose pairs travel in the kernels' parameters is cut:
+// into as many kernels as `per_kernel` (at least 1) asks and enough that none carries more than
+// kInlinePairs, in even shares (256 pairs go as two kernels of 128, not 240 and a tail of 16).
+// Kernel k of carried_kernels() takes the pairs [carried_share_first(count, kernels, k),
+// carried_share_first(count, kernels, k + 1)).
+HUGEPIN_HOST_DEVICE uint64_t carried_kernels(uint64_t count, uint64_t per_kernel) {
+  const uint64_t by_slice = (count + per_kernel - 1) / per_kernel;
+  const uint64_t by_size = (count + kInlinePairs - 1) / kInlinePairs;
+  return by_slice > by_size ? by_slice : by_size;
+}
+HUGEPIN_HOST_DEVICE uint64_t carried_share_first(uint64_t count, uint64_t kernels, uint64_t k) {
+  return count * k / kernels;
+}
+
 struct UnitLayout {
   uint32_t view_count;
   uint64_t piece_bytes;      // a multiple of 16

@@ -31,8 +31,6 @@ constexpr size_t kBatchLimit = 8192;  // copies per cudaMemcpyBatchAsync call
 constexpr uint64_t kFirstUploadPairs = 4096;
 constexpr uint64_t kMaxUploadPairs = 65536;
 
-constexpr uint64_t ceil_div(uint64_t count, uint64_t per) { return (count + per - 1) / per; }
-
 // True once the work before `event` is done, false while it runs; throws Error (`what`) when it
 // failed. NotReady is left as the thread's last error by the runtime: cleared here.
 bool event_fired(cudaEvent_t event, const char* what) {
@@ -59,8 +57,9 @@ class CudaCompletion final : public CopyCompletion {
   cudaEvent_t event_;
 };
 
-// The pair lists of SM launches too large for the kernel's parameters (more than kInlinePairs
-// pairs): staged in pinned host memory and uploaded on the launch's stream. A slot is reused only
+// The pair lists of SM launches too large to travel in kernels' parameters (more than
+// CopyEngineOptions::sm_carried_pairs_max pairs): staged in pinned host memory and uploaded on the
+// launch's stream. A slot is reused only
 // after the event recorded behind its kernels has fired.
 //
 // A launch never waits for the GPU while fewer than `limit` lists of its direction are queued:
@@ -418,14 +417,15 @@ class CudaCopyEngine final : public CopyEngine {
   }
 
   // SM launches of up to sm_carried_pairs_max pairs carry them in their kernels' parameters (at
-  // most kInlinePairs per kernel); larger ones upload them first. An upload is a copy on the stream that the kernel waits for, and with
-  // four rank processes on one H200 it can cost far more than the copy itself: the copy engine
-  // row of `hugepin bench offload` moved 15.5-15.8 GB/s of 16 KiB blocks in jobs of 128 pairs
-  // (a 2 KiB upload), 38-43 GB/s in jobs of 64 (1 KiB, and the views as a second upload), 9.1-9.5
-  // GB/s when those two went up as one, and 48.6 GB/s with 128 pairs carried here. Small uploads
-  // are likely written into the stream's command buffer, larger ones copied by a copy engine that
-  // the four processes' contexts take in turns (not verified). The views are uploaded once, when
-  // the engine is made (docs/performance.md, "Copy launches that never wait").
+  // most kInlinePairs per kernel); larger ones upload them first. An upload is a copy on the stream
+  // that the kernel waits for, and with four rank processes on one H200 it can cost far more than
+  // the copy itself: the copy engine row of `hugepin bench offload` moved 15.5-15.8 GB/s of 16 KiB
+  // blocks in jobs of 128 pairs (a 2 KiB upload), 38-43 GB/s in jobs of 64 (1 KiB, and the views as
+  // a second upload), 9.1-9.5 GB/s when those two went up as one, and 48.6 GB/s with 128 pairs
+  // carried here. Small uploads are likely written into the stream's command buffer, larger ones
+  // copied by a copy engine that the four processes' contexts take in turns (not verified). The
+  // views are uploaded once, when the engine is made (docs/performance.md, "Copy launches that
+  // never wait").
   void enqueue_sm(Direction direction, std::span<const BlockPair> pairs, cudaStream_t stream, CopyBackend backend) {
     const bool bulk = backend == CopyBackend::kSmBulk;
     // The kernels' contract (dma/cuda_copy_kernels.cuh): enqueue() refused unaligned views, and a
@@ -443,14 +443,12 @@ class CudaCopyEngine final : public CopyEngine {
     const size_t shared = static_cast<size_t>(bulk_pipelines_) * detail::kBulkStages * bulk_stage_bytes_;
     const unsigned bulk_threads = 32 * bulk_pipelines_;
     if (pairs.size() <= std::max<uint64_t>(options_.sm_carried_pairs_max, kInlinePairs)) {
-      // Even shares, as many kernels as the slice asks and enough that each carries at most
-      // kInlinePairs: 256 pairs go as two kernels of 128, not as 240 and a tail of 16.
-      const uint64_t count = pairs.size();
-      const uint64_t kernels = std::max(ceil_div(count, per_kernel), ceil_div(count, kInlinePairs));
+      const uint64_t count = pairs.size();  // not 0: enqueue() launches nothing for no pairs
+      const uint64_t kernels = carried_kernels(count, per_kernel);
       InlinePairs carried{};
       for (uint64_t k = 0; k < kernels; ++k) {
-        const uint64_t first = count * k / kernels;
-        layout.pair_count = count * (k + 1) / kernels - first;
+        const uint64_t first = carried_share_first(count, kernels, k);
+        layout.pair_count = carried_share_first(count, kernels, k + 1) - first;
         std::memcpy(carried.pairs, pairs.data() + first, layout.pair_count * sizeof(UnitPair));
         if (bulk) {
           detail::sm_bulk_inline_kernel<<<blocks, bulk_threads, shared, stream>>>(layout, views, carried,

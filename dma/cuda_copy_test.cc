@@ -250,16 +250,21 @@ TEST_CASE("runs of consecutive blocks and single pairs") {
 TEST_CASE("SM kernels cut into several kernels per launch move the same bytes") {
   Fixture& f = *g_fixture;
   uint64_t seed = 500;
-  for (uint64_t slice : {uint64_t{1}, 64 * kKiB, 1 * kMiB}) {  // 1: one pair per kernel
-    CAPTURE(slice);
-    CopyEngineOptions options = f.engine_options();
-    options.sm_slice_bytes = slice;
-    for (uint64_t block : {4 * kKiB, 64 * kKiB + 16}) {
-      auto engine = make_cuda_copy_engine(f.views(block), options);
-      std::vector<BlockPair> pairs = random_pairs(engine->views()[0].device_blocks, 300, seed);
-      for (Direction direction : {Direction::kHostToDevice, Direction::kDeviceToHost}) {
-        for (CopyBackend backend : {CopyBackend::kSmLoadStore, CopyBackend::kSmBulk}) {
-          check_copy(*engine, direction, backend, pairs, ++seed);
+  // 300 pairs: carried in the kernels' parameters by default, uploaded at a limit of 0 (240).
+  for (uint64_t carried_max : {CopyEngineOptions().sm_carried_pairs_max, uint64_t{0}}) {
+    for (uint64_t slice : {uint64_t{1}, 64 * kKiB, 1 * kMiB}) {  // 1: one pair per kernel
+      CAPTURE(carried_max);
+      CAPTURE(slice);
+      CopyEngineOptions options = f.engine_options();
+      options.sm_slice_bytes = slice;
+      options.sm_carried_pairs_max = carried_max;
+      for (uint64_t block : {4 * kKiB, 64 * kKiB + 16}) {
+        auto engine = make_cuda_copy_engine(f.views(block), options);
+        std::vector<BlockPair> pairs = random_pairs(engine->views()[0].device_blocks, 300, seed);
+        for (Direction direction : {Direction::kHostToDevice, Direction::kDeviceToHost}) {
+          for (CopyBackend backend : {CopyBackend::kSmLoadStore, CopyBackend::kSmBulk}) {
+            check_copy(*engine, direction, backend, pairs, ++seed);
+          }
         }
       }
     }
@@ -287,7 +292,7 @@ TEST_CASE("SM launches of more pairs than one metadata upload move the same byte
   }
 }
 
-TEST_CASE("SM launches around the carried limits (240 pairs a kernel, sm_carried_pairs_max a launch), whole or cut, move the same bytes") {
+TEST_CASE("SM launches around the carried limits (240 a kernel, sm_carried_pairs_max a launch) move the same bytes") {
   Fixture& f = *g_fixture;
   uint64_t seed = 900;
   const uint64_t carried = kInlinePairs;
@@ -417,45 +422,48 @@ void hold_stream(void* open) {
 
 TEST_CASE("SM launches queue behind one another without waiting for the GPU, each keeping its own pairs") {
   // A host function holds the stream, so that nothing queued behind it runs: 12 launches of 341
-  // pairs (lists uploaded, not carried in the kernels' parameters; the first version of the
-  // engine waited for the fifth) must all be enqueued while it holds.
-  CopyEngineOptions options = g_fixture->engine_options();
-  options.sm_carried_pairs_max = 0;  // counts as 240: 341 pairs are uploaded
-  QueuedStores stores(options, 12);
-  REQUIRE(stores.launches[0].size() > kInlinePairs);
-  cudaStream_t stream = nullptr;
-  cuda_ok(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "creating a stream");
-  std::atomic<bool> open{false};
-  cuda_ok(cudaLaunchHostFunc(stream, &hold_stream, &open), "holding the stream");
-  std::mutex mutex;
-  std::condition_variable changed;
-  bool enqueued = false;
-  std::string failure;
-  std::thread launcher([&] {
-    try {
-      for (const auto& pairs : stores.launches) {
-        stores.engine->enqueue(Direction::kDeviceToHost, pairs, CopyBackend::kSmLoadStore, stream);
+  // pairs must all be enqueued while it holds, their lists uploaded (the first version of the
+  // engine waited for the fifth) or carried in their kernels' parameters (two kernels each).
+  for (uint64_t carried_max : {uint64_t{0}, CopyEngineOptions().sm_carried_pairs_max}) {  // 0 counts as 240
+    CAPTURE(carried_max);
+    CopyEngineOptions options = g_fixture->engine_options();
+    options.sm_carried_pairs_max = carried_max;
+    QueuedStores stores(options, 12);
+    REQUIRE(stores.launches[0].size() > kInlinePairs);
+    cudaStream_t stream = nullptr;
+    cuda_ok(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "creating a stream");
+    std::atomic<bool> open{false};
+    cuda_ok(cudaLaunchHostFunc(stream, &hold_stream, &open), "holding the stream");
+    std::mutex mutex;
+    std::condition_variable changed;
+    bool enqueued = false;
+    std::string failure;
+    std::thread launcher([&] {
+      try {
+        for (const auto& pairs : stores.launches) {
+          stores.engine->enqueue(Direction::kDeviceToHost, pairs, CopyBackend::kSmLoadStore, stream);
+        }
+      } catch (const std::exception& error) {
+        failure = error.what();
       }
-    } catch (const std::exception& error) {
-      failure = error.what();
+      std::lock_guard lock(mutex);
+      enqueued = true;
+      changed.notify_all();
+    });
+    bool enqueued_while_held = false;
+    {
+      std::unique_lock lock(mutex);
+      // Not a timing check: the old engine never gets there while the stream is held.
+      enqueued_while_held = changed.wait_for(lock, std::chrono::seconds(60), [&] { return enqueued; });
     }
-    std::lock_guard lock(mutex);
-    enqueued = true;
-    changed.notify_all();
-  });
-  bool enqueued_while_held = false;
-  {
-    std::unique_lock lock(mutex);
-    // Not a timing check: the old engine never gets there while the stream is held.
-    enqueued_while_held = changed.wait_for(lock, std::chrono::seconds(60), [&] { return enqueued; });
+    open = true;  // before anything here may throw: the held stream must run out
+    launcher.join();
+    CHECK_MESSAGE(failure.empty(), failure);
+    cuda_ok(cudaStreamSynchronize(stream), "waiting for the launches");
+    cuda_ok(cudaStreamDestroy(stream), "destroying a stream");
+    CHECK(enqueued_while_held);
+    CHECK(stores.landed());
   }
-  open = true;  // before anything here may throw: the held stream must run out
-  launcher.join();
-  CHECK_MESSAGE(failure.empty(), failure);
-  cuda_ok(cudaStreamSynchronize(stream), "waiting for the launches");
-  cuda_ok(cudaStreamDestroy(stream), "destroying a stream");
-  CHECK(enqueued_while_held);
-  CHECK(stores.landed());
 }
 
 TEST_CASE("SM launches past the queue limit wait for the oldest, and reuse its metadata only after it ran") {

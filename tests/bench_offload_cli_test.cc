@@ -71,7 +71,7 @@ TEST_CASE("every mix has its three rows, each with its figures, and the sample v
   CHECK(seen.size() == 9);
 }
 
-TEST_CASE("a scheduler that looks once per step, a cache that evicts only at the floor: both protocol rows complete, the sample verified") {
+TEST_CASE("looking once per step, evicting only at the floor: both protocol rows complete, the sample verified") {
   hugepin::test::CommandResult run = run_hugepin(
       "bench offload --backend host --seconds 0.3 --blocks 16K --cpu-bytes 256M --mixes store "
       "--collect-every-us 500 --keep-free 0 --json");
@@ -87,6 +87,8 @@ TEST_CASE("a scheduler that looks once per step, a cache that evicts only at the
     CHECK(row["bytes"].get<uint64_t>() > 0);
     if (row["path"] == "copy engine") continue;
     CHECK(row["jobs"].get<uint64_t>() > 0);
+    CHECK(row["mean_jobs_in_flight"].get<double>() > 0);
+    CHECK(row["no_job_share"].get<double>() >= 0);
     CHECK(row["scheduler_cpu_us_per_job"].get<double>() > 0);
     CHECK(row["chunks_checked"].get<uint64_t>() > 0);
   }
@@ -97,6 +99,7 @@ TEST_CASE("--rank-threads prints each protocol row's rank threads after the tabl
       "bench offload --backend host --seconds 0.2 --blocks 16K --cpu-bytes 256M --mixes store --rank-threads");
   REQUIRE_MESSAGE(run.status == 0, run.out);
   CHECK(run.out.find("rank threads by name") != std::string::npos);
+  CHECK(run.out.find("the chunk cache keeps 25% of the chunks free") != std::string::npos);
   for (const char* row : {"store hugepin: ", "store engine way: "}) {
     CAPTURE(row);
     const size_t at = run.out.find(row);
@@ -117,9 +120,12 @@ TEST_CASE("bad options are refused by name, before anything runs") {
   run = run_hugepin("bench offload --backend host --collect-every-us 2000000");
   CHECK(run.status == 2);
   CHECK(run.out.find("--collect-every-us") != std::string::npos);
-  run = run_hugepin("bench offload --backend host --keep-free 0.7");
-  CHECK(run.status == 2);
-  CHECK(run.out.find("--keep-free 0.7: a share of the chunks from 0 to 0.5") != std::string::npos);
+  for (const char* share : {"0.7", "-0.1"}) {
+    run = run_hugepin(std::string("bench offload --backend host --keep-free ") + share);
+    CHECK(run.status == 2);
+    const std::string refusal = std::string("--keep-free ") + share + ": a share of the chunks from 0 to 0.5";
+    CHECK(run.out.find(refusal) != std::string::npos);
+  }
   run = run_hugepin("bench offload --backend host --blocks 64K --cpu-bytes 16M --seconds 0.1");
   CHECK(run.status == 1);
   CHECK(run.out.find("at least 128 are needed for 8 jobs of 4 chunks in flight") != std::string::npos);
