@@ -59,8 +59,7 @@ class CudaCompletion final : public CopyCompletion {
 
 // The pair lists of SM launches too large to travel in kernels' parameters (more than
 // CopyEngineOptions::sm_carried_pairs_max pairs): staged in pinned host memory and uploaded on the
-// launch's stream. A slot is reused only
-// after the event recorded behind its kernels has fired.
+// launch's stream. A slot is reused only after the event recorded behind its kernels has fired.
 //
 // A launch never waits for the GPU while fewer than `limit` lists of its direction are queued:
 // when no free slot is large enough it takes a new one. The first version had four slots and
