@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "dma/copy_types.h"
+#include "dma/copy_units.h"
 
 namespace hugepin {
 
@@ -57,7 +58,7 @@ struct CopyEngineOptions {
   // one uploads its pair list first. A carried list needs no copy before its kernel, and with four
   // rank processes on one H200 such an upload cost more than the copy it served
   // (docs/performance.md, "Copy launches that never wait"). Values below 240 count as 240.
-  uint64_t sm_carried_pairs_max = 16 * 240;
+  uint64_t sm_carried_pairs_max = 16 * kInlinePairs;
   // SM kernels: uploaded pair lists (launches of more than sm_carried_pairs_max pairs) go up from
   // pinned memory of the engine's. This is how many uploaded lists may be queued per direction, on
   // every stream together (callers' included), before launch() and enqueue() wait asleep for one to

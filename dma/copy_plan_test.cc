@@ -9,6 +9,7 @@
 #include <random>
 
 #include "base/error.h"
+#include "dma/copy_engine.h"
 
 namespace hugepin {
 namespace {
@@ -118,7 +119,7 @@ TEST_CASE("SM units move exactly the bytes the DMA spans move") {
 TEST_CASE("carried launches are cut into even kernels of at most 240 pairs, none empty, none over the slice") {
   // Every count up to 4 x the default carried limit, slices from one pair to more than a kernel
   // may carry, and no slice (per_kernel = count, as the engine passes it).
-  for (uint64_t count = 1; count <= 4 * 3840; ++count) {
+  for (uint64_t count = 1; count <= 4 * CopyEngineOptions().sm_carried_pairs_max; ++count) {
     for (uint64_t per_kernel : {uint64_t{1}, uint64_t{2}, uint64_t{7}, uint64_t{64}, uint64_t{239}, uint64_t{240},
                                 uint64_t{241}, uint64_t{1000}, count}) {
       const uint64_t kernels = carried_kernels(count, per_kernel);
