@@ -294,8 +294,15 @@ class OffloadRun {
         geometry_(session_.geometry()),
         slots_(gpu_blocks() / options.blocks_per_chunk),
         ranks_(geometry_.ranks(), [this, gpus](uint32_t rank, int channel) {
-          OffloadWorkerSetup setup{arena_, rank, options_.tp, channel, gpus > 0 ? static_cast<int>(rank % gpus) : -1,
-                                   gpu_blocks(), options_.poll_interval_ns, options_.completion_poll_ns};
+          OffloadWorkerSetup setup{arena_,
+                                   rank,
+                                   options_.tp,
+                                   channel,
+                                   gpus > 0 ? static_cast<int>(rank % gpus) : -1,
+                                   gpu_blocks(),
+                                   options_.poll_interval_ns,
+                                   options_.completion_poll_ns,
+                                   options_.time_every};
           run_offload_worker(setup);
         }) {
     for (uint32_t rank = 0; rank < geometry_.ranks(); ++rank) ranks_.spawn(rank);
@@ -530,7 +537,7 @@ class OffloadRun {
     measured.rank_threads = thread_groups(threads_before, threads_end);
     measured.reports = path.reports - reports_before;
     for (const Settled& job : measured.jobs) {
-      if (job.gpu_done_ns == 0) continue;  // hugepin: filled in by collect_timings
+      if (job.gpu_done_ns == 0) continue;  // not timed, or hugepin's: filled in by collect_timings
       record_gpu(job.id, {job.gpu_done_ns, job.copy_ns, job.landed_ns}, &measured);
     }
     give_back_all(cache, path);
@@ -626,7 +633,8 @@ class OffloadRun {
         reply = receive_reply(rank, BenchReplyKind::kTimings);
         for (uint32_t i = 0; i < reply.count; ++i) {
           const JobTiming& timing = reply.timings[i];
-          if (measured->index.count(timing.job) == 0) continue;  // outside the window
+          // Outside the window, or not timed (OffloadBenchOptions::time_every).
+          if (measured->index.count(timing.job) == 0 || timing.gpu_done_ns == 0) continue;
           RankTimes& times = latest[timing.job];
           times.gpu_done_ns = std::max(times.gpu_done_ns, timing.gpu_done_ns);
           times.copy_ns = std::max(times.copy_ns, timing.copy_ns);
@@ -640,6 +648,7 @@ class OffloadRun {
   void fill_row(const Measured& m, OffloadRow* row) const {
     row->seconds = m.seconds;
     row->jobs = m.jobs.size();
+    row->timed_jobs = m.copy_us.size();
     row->bytes = m.bytes;
     row->gb_per_second = static_cast<double>(m.bytes) / m.seconds / 1e9;
     row->settle_p50_us = percentile(m.settle_us, 50);
@@ -751,6 +760,7 @@ void check_offload_bench_options(const OffloadBenchOptions& o) {
   if (!(o.keep_free_share >= 0 && o.keep_free_share <= 0.5)) {
     throw Error(cat("--keep-free ", o.keep_free_share, ": a share of the chunks from 0 to 0.5"));
   }
+  if (o.time_every == 0) throw Error("--time-every 0: time one job in 1 (every job) or more");
   if (o.cpu_bytes == 0) throw Error("--cpu-bytes 0: the host KV needs room for the chunks in flight");
   if (o.collect_every_ns < 0 || o.collect_every_ns > 1'000'000'000) {
     throw Error(cat("--collect-every-us ", o.collect_every_ns / 1e3, ": 0 (wake per job) to 1000000"));

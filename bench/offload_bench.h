@@ -23,7 +23,8 @@
 // Latency: settle = dispatch -> quorum seen by the scheduler. copy = the job's own GPU time (the
 // longest rank's, from timing events around its copies). overhead = quorum seen - the moment the
 // last rank's copies ended on the GPU (its end event on CLOCK_MONOTONIC): what reporting and
-// quorum add, whatever queued ahead of the job. CPU: the scheduler thread's CPU time inside the
+// quorum add, whatever queued ahead of the job. Copy and overhead come from the jobs both
+// protocol rows time, one in time_every. CPU: the scheduler thread's CPU time inside the
 // protocol's calls (hugepin: dispatch, drain, retire, fence; engine way: waiting for, receiving
 // and counting completions), each call timed by the thread's CPU clock, less what the clock reads
 // themselves cost (measured before each row); not the engine's own job delivery (the sends, the
@@ -62,6 +63,13 @@ struct OffloadBenchOptions {
   // 16 KiB store rows had fewer jobs out than asked for 23-26% of the time (34-40% under MPS,
   // where they lost 2-4% of their GB/s to it); at a quarter, never (docs/performance.md).
   double keep_free_share = 0.25;
+  // Both protocol rows time the copies of one job in this many (timing events before and after
+  // them on every rank; chosen by job id), the source of the copy and overhead columns. Timing
+  // events slow the copies they sit between: on the H200 host, with them around every launch the
+  // copy engine row moved 25-28% less at 16 KiB mixed, 11% less at 16 KiB store, 4% at 64 KiB
+  // store; around every job, both protocol rows moved 3-11 points (of that row) less than without
+  // (docs/performance.md). 1 times every job, as vLLM's CPU offloading handler does.
+  uint32_t time_every = 8;
   int64_t poll_interval_ns = 50'000;  // the engine way's event polling
   int64_t step_ns = 2'000'000;        // the hugepin row's compute epochs
   // The ranks' CUDA engines: 0, completion calls wait asleep on their events; > 0, they poll
@@ -100,6 +108,7 @@ struct OffloadRow {
   OffloadPath path = OffloadPath::kCopyEngine;
   double seconds = 0;
   uint64_t jobs = 0;   // settled in the timed part (copy engine: launches per rank, summed)
+  uint64_t timed_jobs = 0;  // of those, the ones whose copies were timed (time_every): copy, overhead
   uint64_t bytes = 0;  // moved in the timed part, all ranks
   double gb_per_second = 0;
   double of_ceiling = 0;  // gb_per_second / the copy engine's row of the same block and mix

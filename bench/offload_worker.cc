@@ -35,10 +35,11 @@ void warm(const RegionInfo& region) {
   }
 }
 
-WorkerSessionOptions timed(int64_t completion_poll_ns) {
+WorkerSessionOptions timed(const OffloadWorkerSetup& setup) {
   WorkerSessionOptions options;
   options.time_copies = true;
-  options.engine.completion_poll_ns = completion_poll_ns;
+  options.time_copies_every = setup.time_every;
+  options.engine.completion_poll_ns = setup.completion_poll_ns;
   return options;
 }
 
@@ -46,7 +47,7 @@ class OffloadWorker {
  public:
   explicit OffloadWorker(const OffloadWorkerSetup& setup)
       : setup_(setup),
-        session_(real_os(), setup.arena, setup.rank % setup.tp, setup.rank / setup.tp, timed(setup.completion_poll_ns)),
+        session_(real_os(), setup.arena, setup.rank % setup.tp, setup.rank / setup.tp, timed(setup)),
         geometry_(session_.geometry()),
         random_(setup.rank + 1) {
     if (setup.device >= 0) session_.pin(setup.device);
@@ -100,13 +101,15 @@ class OffloadWorker {
   }
 
   // The engines' way: the copy and its event, found done by polling, reported over the socket.
+  // Timing marks around the jobs the session would time too (the same ids: time_every).
   void launch_engine_job(const BenchRequest& request) {
     CopyEngine& engine = session_.engine();
     const Direction direction = request.store ? Direction::kDeviceToHost : Direction::kHostToDevice;
     const std::vector<BlockPair> pairs = pairs_of(request);
-    const uint64_t start = engine.mark(direction, nullptr);
+    const bool timed = request.job % setup_.time_every == 0;
+    const uint64_t start = timed ? engine.mark(direction, nullptr) : 0;
     std::unique_ptr<CopyCompletion> done = engine.launch(direction, pairs);
-    engine_jobs_.push_back({request.job, std::move(done), start, engine.mark(direction, nullptr)});
+    engine_jobs_.push_back({request.job, std::move(done), start, timed ? engine.mark(direction, nullptr) : 0});
   }
 
   void poll_engine_jobs() {
@@ -119,8 +122,10 @@ class OffloadWorker {
         ++it;
         continue;
       }
-      const CopyEngine::MarkSpan span = session_.engine().span(it->start, it->end);
-      reply.timings[reply.count++] = {it->job, span.elapsed_ns, span.end_ns, real_os().monotonic_ns()};
+      const int64_t landed_ns = real_os().monotonic_ns();
+      CopyEngine::MarkSpan span;
+      if (it->end != 0) span = session_.engine().span(it->start, it->end);
+      reply.timings[reply.count++] = {it->job, span.elapsed_ns, span.end_ns, landed_ns};
       it = engine_jobs_.erase(it);
     }
     if (reply.count > 0) send_packet(setup_.channel, reply);
@@ -222,7 +227,7 @@ class OffloadWorker {
     uint64_t job;
     std::unique_ptr<CopyCompletion> done;
     uint64_t start;
-    uint64_t end;
+    uint64_t end;  // 0: not timed
   };
 
   const OffloadWorkerSetup& setup_;

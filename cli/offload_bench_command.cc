@@ -56,6 +56,7 @@ Json row_json(const bench::OffloadRow& row) {
           {"path", bench::path_name(row.path)},
           {"seconds", row.seconds},
           {"jobs", row.jobs},
+          {"timed_jobs", row.timed_jobs},
           {"bytes", row.bytes},
           {"gb_per_second", row.gb_per_second},
           {"of_ceiling", row.of_ceiling},
@@ -115,6 +116,7 @@ int run(OffloadArgs& args) {
                 {"completion_poll_us", completion_poll_us},
                 {"collect_every_us", args.collect_every_us},
                 {"keep_free", options.keep_free_share},
+                {"time_every", options.time_every},
                 {"chunk_counts", result.chunk_counts},
                 {"rows", rows},
                 {"sample_verified", true},
@@ -138,6 +140,9 @@ int run(OffloadArgs& args) {
                     : std::string("sleeps until a job can settle"))
             << "; the chunk cache keeps " << 100 * options.keep_free_share
             << "% of the chunks free or coming back through the fence (--keep-free)\n";
+  std::cout << "COPY and OVERHEAD: the jobs whose copies were timed, "
+            << (options.time_every == 1 ? std::string("every job") : cat("one in ", options.time_every))
+            << " (--time-every)\n";
   Table table({"BLOCK", "MIX", "PATH", "GB/s", "OF CEIL", "SETTLE p50 us", "p99", "COPY p50", "OVERHEAD p50", "p99",
                "LANDED p99", "SEEN p99", "IN FLIGHT", "NO JOB", "CPU us/job", "/rank", "SLEEPS/job",
                "RANKS CPU us/job", "REPORTS/s"},
@@ -192,6 +197,11 @@ void add_offload_bench_command(CLI::App& bench, Context& context) {
   offload->add_option("--keep-free", o.keep_free_share,
                       "Share of the chunks (0 to 0.5) the cache keeps free or on their way back through the fence "
                       "by evicting ahead; at least 2 x jobs in flight x chunks per job")
+      ->capture_default_str();
+  offload->add_option("--time-every", o.time_every,
+                      "Both protocol rows time the GPU copies of one job in this many (timing events around them, "
+                      "which slow the copies: COPY and OVERHEAD come from those jobs); 1: every job, as vLLM does")
+      ->check(CLI::Range(1, 1000000))
       ->capture_default_str();
   offload->add_option("--poll-us", args->poll_us, "The engine way: microseconds between event polls")
       ->check(CLI::Range(1.0, 100000.0));

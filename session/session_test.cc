@@ -425,6 +425,29 @@ TEST_CASE("the completion descriptor turns readable when a job lands; timed jobs
   CHECK(results[0].gpu_done_ns <= results[0].landed_ns);
 }
 
+TEST_CASE("time_copies_every times only the jobs whose id it divides") {
+  Cluster cluster;
+  WorkerSessionOptions options;
+  options.time_copies = true;
+  options.time_copies_every = 3;
+  WorkerSession worker(real_os(), cluster.arena, 0, 0, options);
+  FakeDevice device(worker.rank_geometry());
+  worker.set_device_kv(device.segments, WorkerBackend::kHost);
+  const std::vector<BlockPair> pairs{{0, 0}};
+  for (JobId job = 1; job <= 7; ++job) worker.store(job, pairs);
+  std::vector<JobResult> results;
+  REQUIRE(worker.take_finished(&results) == 7);
+  for (const JobResult& result : results) {
+    CAPTURE(result.job);
+    if (result.job % 3 == 0) {
+      CHECK(result.gpu_done_ns >= result.launch_ns);
+    } else {
+      CHECK(result.gpu_done_ns == 0);
+      CHECK(result.copy_ns == 0);
+    }
+  }
+}
+
 TEST_CASE("a worker killed mid-job: the job fails, its chunks stay held until the process is gone") {
   Cluster cluster;
   SchedulerSession& scheduler = cluster.scheduler;

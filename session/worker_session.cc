@@ -131,9 +131,10 @@ void WorkerSession::launch(JobKind kind, JobId job, std::span<const BlockPair> p
     ++calls_pending_;
   }
   try {
-    const uint64_t start = options_.time_copies ? engine_->mark(direction, stream) : 0;
+    const bool timed = options_.time_copies && job % std::max<uint32_t>(options_.time_copies_every, 1) == 0;
+    const uint64_t start = timed ? engine_->mark(direction, stream) : 0;
     engine_->enqueue(direction, pairs, CopyBackend::kAuto, stream);
-    if (options_.time_copies) {
+    if (timed) {
       const uint64_t end = engine_->mark(direction, stream);
       std::lock_guard lock(mutex_);
       marks_[job] = {start, end};

@@ -57,8 +57,13 @@ struct WorkerSessionOptions {
   // Threads that register the region in pin().
   unsigned pin_threads = 4;
   // Measure each job's copies (CopyEngine::mark: timing events around them on the GPU): what
-  // JobResult::copy_ns and gpu_done_ns report. Costs two event records per job.
+  // JobResult::copy_ns and gpu_done_ns report. Costs two event records per job, and the GPU's
+  // copies slow down around timing events: on the H200 host, four rank processes on one GPU moved
+  // up to 17% less with every job timed than with none (docs/performance.md).
   bool time_copies = false;
+  // With time_copies: time only the jobs whose id is a multiple of this (1: every job). Every rank
+  // then times the same jobs, so a job's slowest rank is known; the others report 0.
+  uint32_t time_copies_every = 1;
 };
 
 // What became of one job on this rank.

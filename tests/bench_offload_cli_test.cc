@@ -28,6 +28,7 @@ TEST_CASE("every mix has its three rows, each with its figures, and the sample v
   CHECK(result["backend"] == "host");
   CHECK(result["sample_verified"] == true);
   CHECK(result["keep_free"].get<double>() == 0.25);  // the default
+  CHECK(result["time_every"].get<int>() == 8);        // the default
   CHECK(result["chunks_checked"].get<int>() > 0);
   CHECK(result["slots_checked"].get<int>() > 0);
   const Json& rows = result["rows"];
@@ -41,6 +42,9 @@ TEST_CASE("every mix has its three rows, each with its figures, and the sample v
     CHECK(row["gb_per_second"].get<double>() > 0);
     if (row["path"] == "copy engine") continue;
     CHECK(row["jobs"].get<uint64_t>() > 0);
+    // One job in 8 timed, chosen by id: some, never all (a row settles hundreds of jobs here).
+    CHECK(row["timed_jobs"].get<uint64_t>() > 0);
+    CHECK(row["timed_jobs"].get<uint64_t>() < row["jobs"].get<uint64_t>());
     CHECK(row["settle_us"]["p99"].get<double>() >= row["settle_us"]["p50"].get<double>());
     CHECK(row["copy_us"]["p50"].get<double>() > 0);
     CHECK(row["overhead_us"]["p50"].is_number());
@@ -71,14 +75,15 @@ TEST_CASE("every mix has its three rows, each with its figures, and the sample v
   CHECK(seen.size() == 9);
 }
 
-TEST_CASE("looking once per step, evicting only at the floor: both protocol rows complete, the sample verified") {
+TEST_CASE("looking once per step, evicting only at the floor, every job timed: both protocol rows complete") {
   hugepin::test::CommandResult run = run_hugepin(
       "bench offload --backend host --seconds 0.3 --blocks 16K --cpu-bytes 256M --mixes store "
-      "--collect-every-us 500 --keep-free 0 --json");
+      "--collect-every-us 500 --keep-free 0 --time-every 1 --json");
   REQUIRE_MESSAGE(run.status == 0, run.out);
   const Json result = parse(run.out);
   CHECK(result["collect_every_us"].get<double>() == 500);
   CHECK(result["keep_free"].get<double>() == 0);
+  CHECK(result["time_every"].get<int>() == 1);
   CHECK(result["sample_verified"] == true);
   const Json& rows = result["rows"];
   REQUIRE(rows.size() == 3);
@@ -87,6 +92,7 @@ TEST_CASE("looking once per step, evicting only at the floor: both protocol rows
     CHECK(row["bytes"].get<uint64_t>() > 0);
     if (row["path"] == "copy engine") continue;
     CHECK(row["jobs"].get<uint64_t>() > 0);
+    CHECK(row["timed_jobs"] == row["jobs"]);  // every job in the window timed
     CHECK(row["mean_jobs_in_flight"].get<double>() > 0);
     CHECK(row["no_job_share"].get<double>() >= 0);
     CHECK(row["scheduler_cpu_us_per_job"].get<double>() > 0);
@@ -126,6 +132,9 @@ TEST_CASE("bad options are refused by name, before anything runs") {
     const std::string refusal = std::string("--keep-free ") + share + ": a share of the chunks from 0 to 0.5";
     CHECK(run.out.find(refusal) != std::string::npos);
   }
+  run = run_hugepin("bench offload --backend host --time-every 0");
+  CHECK(run.status == 2);
+  CHECK(run.out.find("--time-every: Value 0 not in range 1 to 1000000") != std::string::npos);
   run = run_hugepin("bench offload --backend host --blocks 64K --cpu-bytes 16M --seconds 0.1");
   CHECK(run.status == 1);
   CHECK(run.out.find("at least 128 are needed for 8 jobs of 4 chunks in flight") != std::string::npos);
