@@ -340,6 +340,31 @@ TEST_CASE("unaligned blocks: the SM kernels refuse them, auto moves them by DMA"
   check_copy(*engine, Direction::kDeviceToHost, CopyBackend::kAuto, pairs, 7);
 }
 
+TEST_CASE("timing marks: a copy's GPU time and end fall inside what the host saw around it") {
+  Fixture& f = *g_fixture;
+  std::vector<SegmentView> all = f.views(64 * kKiB);
+  auto engine = make_cuda_copy_engine({all[0]}, f.engine_options());
+  std::vector<BlockPair> pairs;
+  for (uint64_t b = 0; b < all[0].device_blocks; ++b) pairs.push_back({b, b});
+  for (int round = 0; round < 20; ++round) {
+    CAPTURE(round);
+    // Older than 100 ms: the next span() calibrates again (and the rounds after use that one).
+    if (round % 10 == 9) std::this_thread::sleep_for(std::chrono::milliseconds(120));
+    const int64_t before = real_os().monotonic_ns();
+    const uint64_t start = engine->mark(Direction::kHostToDevice, nullptr);
+    auto done = engine->launch(Direction::kHostToDevice, pairs, CopyBackend::kSmLoadStore);
+    const uint64_t end = engine->mark(Direction::kHostToDevice, nullptr);
+    done->wait();
+    const CopyEngine::MarkSpan span = engine->span(start, end);
+    const int64_t after = real_os().monotonic_ns();
+    CHECK(span.elapsed_ns > 0);
+    CHECK(span.elapsed_ns <= after - before);
+    // The calibration's error is half a window of a few microseconds on a GPU this test has alone.
+    CHECK(span.end_ns >= before);
+    CHECK(span.end_ns <= after);
+  }
+}
+
 TEST_CASE("loads and stores at once, on their own streams") {
   Fixture& f = *g_fixture;
   // Loads use the first segment, stores the second: disjoint bytes, concurrent.
