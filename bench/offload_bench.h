@@ -66,8 +66,8 @@ struct OffloadBenchOptions {
   // Both protocol rows time the copies of one job in this many (timing events before and after
   // them on every rank; chosen by job id), the source of the copy and overhead columns. Timing
   // events slow the copies they sit between: on the H200 host, with them around every launch the
-  // copy engine row moved 25-28% less at 16 KiB mixed, 11% less at 16 KiB store, 4% at 64 KiB
-  // store; around every job, both protocol rows moved 3-11 points (of that row) less than without
+  // copy engine row moved 24-27% less at 16 KiB mixed, 11% at 16 KiB store, 3-4% at 64 KiB store;
+  // under MPS, timing every job cost both protocol rows 14-25% in the mixed rows against one in 8
   // (docs/performance.md). 1 times every job, as vLLM's CPU offloading handler does.
   uint32_t time_every = 8;
   int64_t poll_interval_ns = 50'000;  // the engine way's event polling

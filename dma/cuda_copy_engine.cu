@@ -516,7 +516,7 @@ class CudaCopyEngine final : public CopyEngine {
   // narrowest of up to kCalibrationTries such windows. Taking the end of one window, as this did
   // first, put every GPU time late by the whole window: under MPS, where the four ranks' work
   // shares the GPU's front end, the window reached tens of microseconds and `hugepin bench
-  // offload` showed overheads of -30 us at the median (GPU ends after the scheduler had seen them).
+  // offload` showed overheads of -23 us at the median (GPU ends after the scheduler had seen them).
   void calibrate() {
     int64_t narrowest = INT64_MAX;
     for (int attempt = 0; attempt < kCalibrationTries && narrowest > kCalibrationWindowNs; ++attempt) {
@@ -535,8 +535,8 @@ class CudaCopyEngine final : public CopyEngine {
     }
   }
 
-  // Calibration: tries at most, and a window narrow enough to stop at (an event record and a
-  // query or two when the GPU's front end is free).
+  // Calibration: tries at most, and a window narrow enough to stop at (chosen, not measured: about
+  // an event record and a query or two while the GPU's front end is free).
   static constexpr int kCalibrationTries = 4;
   static constexpr int64_t kCalibrationWindowNs = 4'000;
 

@@ -59,10 +59,11 @@ struct WorkerSessionOptions {
   // Measure each job's copies (CopyEngine::mark: timing events around them on the GPU): what
   // JobResult::copy_ns and gpu_done_ns report. Costs two event records per job, and the GPU's
   // copies slow down around timing events: on the H200 host, four rank processes on one GPU moved
-  // up to 17% less with every job timed than with none (docs/performance.md).
+  // 14-25% less in rows of mixed stores and loads with every job timed than with one in eight, under
+  // MPS (docs/performance.md).
   bool time_copies = false;
   // With time_copies: time only the jobs whose id is a multiple of this (1: every job). Every rank
-  // then times the same jobs, so a job's slowest rank is known; the others report 0.
+  // then times the same jobs, so a job's slowest rank is known; untimed jobs report 0 for both.
   uint32_t time_copies_every = 1;
 };
 

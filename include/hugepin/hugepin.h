@@ -184,7 +184,11 @@ typedef struct hugepin_worker_options {
   uint32_t struct_size;
   uint32_t copy_threads;   /* host-memcpy backend: CPU threads per copy; 0: 1 */
   int64_t post_timeout_ns; /* how long a report waits for room in a full ring; 0: 1 s */
-  int32_t time_copies;     /* nonzero: time each job's copies (hugepin_job_result.copy_ns) */
+  /* Nonzero: time each job's copies (hugepin_job_result.copy_ns, gpu_done_ns) with two timing
+   * events around them on the GPU. Timing events slow the copies beside them: with four rank
+   * processes on one H200 under MPS, timing every job moved 14-25% less in rows of mixed stores and
+   * loads than timing one in eight (docs/performance.md). Leave 0 unless the GPU time is wanted. */
+  int32_t time_copies;
   /* GPU backend: how the worker learns that a job's copies landed. 0: a thread sleeps on each
    * job's event until the driver wakes it (no polling, but the driver's own event thread works
    * for every job; on an H200 host it heard 34-78 us after the copies ended at the median, up to

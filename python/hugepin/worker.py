@@ -100,7 +100,8 @@ class Worker:
         announces this process to the scheduler. NotFoundError: no such arena; OutOfRangeError: no
         such rank; BusyError: a live process holds the rank. `copy_threads`: CPU threads per copy of
         the host backend (0: 1); `post_timeout`: seconds a report waits for room in a full ring
-        (None: 1 s); `time_copies`: time each job's copies on the GPU (JobResult.copy_ns);
+        (None: 1 s); `time_copies`: time each job's copies on the GPU (JobResult.copy_ns; timing
+        events slow the copies beside them, by up to 25% measured: hugepin_worker_options in hugepin.h);
         `completion_poll`: GPU backend, seconds between polls of a job's event while it waits to
         land (0: sleep until the driver wakes the worker, tens to hundreds of microseconds late;
         25e-6: about 25 us late, polling while jobs wait; the CPU each costs and what each moved:
