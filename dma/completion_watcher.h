@@ -13,7 +13,8 @@
 //
 // How a thread waits for an event is the engine's choice (CopyEngineOptions::completion_poll_ns):
 // asleep in cudaEventSynchronize, woken by the driver's interrupt (no polling, but on the H200 host
-// the call ran 34-78 us after the copies ended at the median and 271-400 us at p99), or polling:
+// the call ran 34-78 us after the copies ended at the median and 271-400 us at p99, by a GPU
+// clock since found to run 10-30 us late there), or polling:
 // cudaEventQuery, then a sleep of poll_ns, again, while a call waits (each sleep ends within a
 // microsecond of slack, and nothing is spent while no call waits; engines that poll their events
 // today pay the same). Only a sleeping thread's events are blocking-sync: one that fires wakes the

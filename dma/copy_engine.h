@@ -78,7 +78,8 @@ struct CopyEngineOptions {
   // CUDA engine: how completion calls (when_done) learn that their copies ended. 0: the engine's
   // thread sleeps until the driver wakes it (a blocking-sync event: no polling, but the driver's
   // event thread works as each fires; on the H200 host the call ran 34-78 us after the copies
-  // ended at the median, 271-400 us at p99, docs/performance.md). > 0: it asks the event every
+  // ended at the median, 271-400 us at p99, by a GPU clock since found to run 10-30 us late there,
+  // docs/performance.md). > 0: it asks the event every
   // this many ns while calls wait, sleeping between; such events are not blocking-sync. On the
   // H200 host, with four rank processes on one GPU, polling every 50 us used 0.6-1.2x the CPU per
   // job of sleeping, and `hugepin bench offload` moved 1-10 points more of the copy engine's rate.

@@ -195,7 +195,8 @@ typedef struct hugepin_worker_options {
    * ~400 us at p99). > 0: that thread asks the event every this many ns while a job waits and
    * hears about that late (nothing while no job waits). With four rank processes on one H200,
    * polling every 50 us used 0.6-1.2x the CPU per job that sleeping did, heard within 54-70 us
-   * at p99, and moved up to 10 points more of the copy engine's rate. An engine that collects
+   * at p99, and moved up to 10 points more of the copy engine's rate (delays read with a GPU clock
+   * since found to run 10-30 us late: each is that much longer). An engine that collects
    * results once per step can keep 0; one that settles jobs as they land polls, 10-50 us. */
   int64_t completion_poll_ns;
 } hugepin_worker_options;
