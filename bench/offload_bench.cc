@@ -31,14 +31,11 @@
 namespace hugepin::bench {
 namespace {
 
-// A job that reached quorum: when the scheduler saw it, and what the ranks measured (the latest
-// GPU end, the longest GPU time, the latest moment a rank learned its copies landed; 0 until known).
+// A job that reached quorum and when the scheduler saw it. What the ranks measured of it (GPU
+// times, when they learned it landed) comes after the row (collect_timings).
 struct Settled {
   JobId id = 0;
   int64_t quorum_ns = 0;
-  int64_t gpu_done_ns = 0;
-  int64_t copy_ns = 0;
-  int64_t landed_ns = 0;
 };
 
 // The scheduler thread's CPU inside the protocol's own calls: each call is a timed span. A span
@@ -123,7 +120,7 @@ class HugepinPath final : public Path {
       session_.take_failed(&failed_);
     }
     const int64_t now = real_os().monotonic_ns();
-    for (JobId id : ids_) settled->push_back({id, now, 0, 0, 0});
+    for (JobId id : ids_) settled->push_back({id, now});
     if (!failed_.empty()) throw Error(cat("hugepin bench offload: ", failed_.front().message));
     if (now - last_step_ >= step_ns_) step();
   }
@@ -170,7 +167,7 @@ class EngineWayPath final : public Path {
     const JobId id = ++last_id_;
     {
       ProtocolCpu::Span span{cpu};
-      open_[id] = {};
+      open_[id] = 0;
     }
     send_all(ranks_, job_request(BenchOp::kEngineJob, id, job), &delivery_cpu_ns);
     return id;
@@ -187,12 +184,8 @@ class EngineWayPath final : public Path {
         for (uint32_t i = 0; i < reply_.count; ++i) {
           const JobTiming& timing = reply_.timings[i];
           ++reports;
-          Open& job = open_.at(timing.job);
-          job.gpu_done_ns = std::max(job.gpu_done_ns, timing.gpu_done_ns);
-          job.copy_ns = std::max(job.copy_ns, timing.copy_ns);
-          job.landed_ns = std::max(job.landed_ns, timing.landed_ns);
-          if (++job.reported < fds_.size()) continue;
-          settled->push_back({timing.job, now, job.gpu_done_ns, job.copy_ns, job.landed_ns});
+          if (++open_.at(timing.job) < fds_.size()) continue;
+          settled->push_back({timing.job, now});
           open_.erase(timing.job);
         }
       }
@@ -211,15 +204,9 @@ class EngineWayPath final : public Path {
   }
 
  private:
-  struct Open {
-    uint32_t reported = 0;
-    int64_t gpu_done_ns = 0;
-    int64_t copy_ns = 0;
-    int64_t landed_ns = 0;
-  };
   const cli::RankProcesses& ranks_;
   std::vector<pollfd> fds_;
-  std::unordered_map<JobId, Open> open_;
+  std::unordered_map<JobId, uint32_t> open_;  // job -> ranks that reported it
   std::vector<ChunkId> retired_;
   JobId last_id_ = 0;
   BenchReply reply_;
@@ -348,7 +335,7 @@ class OffloadRun {
     EngineWayPath engine_way(ranks_);
     Path& path = path_kind == OffloadPath::kHugepin ? static_cast<Path&>(hugepin) : engine_way;
     Measured measured = run_jobs(path, mix);
-    if (path_kind == OffloadPath::kHugepin) collect_timings(&measured);
+    collect_timings(&measured);
     OffloadRow row = blank_row(mix, path_kind);
     fill_row(measured, &row);
     check_sample(tag, &row);
@@ -536,10 +523,6 @@ class OffloadRun {
     measured.ranks_cpu_ns = ranks_cpu_end - ranks_cpu_before;
     measured.rank_threads = thread_groups(threads_before, threads_end);
     measured.reports = path.reports - reports_before;
-    for (const Settled& job : measured.jobs) {
-      if (job.gpu_done_ns == 0) continue;  // not timed, or hugepin's: filled in by collect_timings
-      record_gpu(job.id, {job.gpu_done_ns, job.copy_ns, job.landed_ns}, &measured);
-    }
     give_back_all(cache, path);
     return measured;
   }
@@ -621,7 +604,8 @@ class OffloadRun {
     }
   }
 
-  // The hugepin row: each rank's GPU timings of its jobs; a job's are its slowest rank's.
+  // After a protocol row: each rank's timings of its timed jobs (time_every); a job's are its
+  // slowest rank's (the latest GPU end, the longest GPU time, the latest moment a rank learned).
   void collect_timings(Measured* measured) {
     BenchRequest request;
     request.op = BenchOp::kTimings;

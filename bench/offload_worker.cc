@@ -101,21 +101,25 @@ class OffloadWorker {
   }
 
   // The engines' way: the copy and its event, found done by polling, reported over the socket.
-  // Timing marks around the jobs the session would time too (the same ids: time_every).
+  // Timing marks around the jobs the session would time too (copies_timed: the same ids).
   void launch_engine_job(const BenchRequest& request) {
     CopyEngine& engine = session_.engine();
     const Direction direction = request.store ? Direction::kDeviceToHost : Direction::kHostToDevice;
     const std::vector<BlockPair> pairs = pairs_of(request);
-    const bool timed = request.job % setup_.time_every == 0;
+    const bool timed = copies_timed(request.job, setup_.time_every);
     const uint64_t start = timed ? engine.mark(direction, nullptr) : 0;
     std::unique_ptr<CopyCompletion> done = engine.launch(direction, pairs);
     engine_jobs_.push_back({request.job, std::move(done), start, timed ? engine.mark(direction, nullptr) : 0});
   }
 
+  // Reports every job found done, then reads the timed ones' marks (span() may wait for an end
+  // mark and recalibrate the clock: after the report, as hugepin's ranks read theirs after posting)
+  // and keeps their timings for send_timings().
   void poll_engine_jobs() {
     BenchReply reply;
     reply.kind = BenchReplyKind::kCompletions;
     reply.rank = setup_.rank;
+    timed_done_.clear();
     // Each direction has its own stream: look at every job, not only the oldest.
     for (auto it = engine_jobs_.begin(); it != engine_jobs_.end() && reply.count < kMaxTimingsPerPacket;) {
       if (!it->done->done()) {
@@ -123,30 +127,39 @@ class OffloadWorker {
         continue;
       }
       const int64_t landed_ns = real_os().monotonic_ns();
-      CopyEngine::MarkSpan span;
-      if (it->end != 0) span = session_.engine().span(it->start, it->end);
-      reply.timings[reply.count++] = {it->job, span.elapsed_ns, span.end_ns, landed_ns};
+      reply.timings[reply.count++] = {it->job, 0, 0, landed_ns};
+      if (it->end != 0) timed_done_.push_back({it->job, it->start, it->end, landed_ns});
       it = engine_jobs_.erase(it);
     }
     if (reply.count > 0) send_packet(setup_.channel, reply);
+    for (const TimedEngineJob& job : timed_done_) {
+      const CopyEngine::MarkSpan span = session_.engine().span(job.start, job.end);
+      engine_timings_.push_back({job.job, span.elapsed_ns, span.end_ns, job.landed_ns});
+    }
   }
 
-  // Batches of timings; the last packet holds fewer than a full one (none, when they came out even).
+  // Batches of timings, hugepin's jobs' and the engine way's timed ones (untimed: GPU time and end
+  // 0); the last packet holds fewer than a full one (none, when they came out even).
   void send_timings() {
     session_.take_finished(&finished_);
+    std::vector<JobTiming> timings;
+    for (const JobResult& result : finished_) {
+      timings.push_back({result.job, result.copy_ns, result.gpu_done_ns, result.landed_ns});
+    }
+    timings.insert(timings.end(), engine_timings_.begin(), engine_timings_.end());
+    finished_.clear();
+    engine_timings_.clear();
     BenchReply reply;
     reply.kind = BenchReplyKind::kTimings;
     reply.rank = setup_.rank;
     size_t next = 0;
     do {
       reply.count = 0;
-      for (; next < finished_.size() && reply.count < kMaxTimingsPerPacket; ++next) {
-        const JobResult& result = finished_[next];
-        reply.timings[reply.count++] = {result.job, result.copy_ns, result.gpu_done_ns, result.landed_ns};
+      for (; next < timings.size() && reply.count < kMaxTimingsPerPacket; ++next) {
+        reply.timings[reply.count++] = timings[next];
       }
       send_packet(setup_.channel, reply);
     } while (reply.count == kMaxTimingsPerPacket);
-    finished_.clear();
   }
 
   // The copy engine alone: random chunks and slots, `jobs_in_flight` launches out at a time.
@@ -229,6 +242,12 @@ class OffloadWorker {
     uint64_t start;
     uint64_t end;  // 0: not timed
   };
+  struct TimedEngineJob {
+    uint64_t job;
+    uint64_t start;
+    uint64_t end;
+    int64_t landed_ns;
+  };
 
   const OffloadWorkerSetup& setup_;
   std::optional<cli::DeviceKv> kv_;  // before session_: freed after its copies landed
@@ -236,6 +255,8 @@ class OffloadWorker {
   const ChunkGeometry& geometry_;
   std::vector<JobResult> finished_;
   std::deque<EngineJob> engine_jobs_;
+  std::vector<TimedEngineJob> timed_done_;  // poll_engine_jobs(): found done, timed
+  std::vector<JobTiming> engine_timings_;   // the engine way's timed jobs, until sent
   std::vector<std::byte> staging_;
   std::mt19937_64 random_;
 };

@@ -50,6 +50,15 @@ std::string rank_threads_line(const bench::OffloadRow& row) {
   return line;
 }
 
+// A p50/p99 pair from the timed jobs: null when the row timed none (a short row, a large
+// --time-every), where 0 would read as a measurement.
+Json timed_json(const bench::OffloadRow& row, std::initializer_list<std::pair<const char*, double>> values) {
+  if (row.timed_jobs == 0) return nullptr;
+  Json out = Json::object();
+  for (const auto& [key, value] : values) out[key] = value;
+  return out;
+}
+
 Json row_json(const bench::OffloadRow& row) {
   return {{"block_bytes", row.block_bytes},
           {"mix", bench::mix_name(row.mix)},
@@ -61,10 +70,10 @@ Json row_json(const bench::OffloadRow& row) {
           {"gb_per_second", row.gb_per_second},
           {"of_ceiling", row.of_ceiling},
           {"settle_us", {{"p50", row.settle_p50_us}, {"p99", row.settle_p99_us}}},
-          {"copy_us", {{"p50", row.copy_p50_us}}},
-          {"overhead_us", {{"p50", row.overhead_p50_us}, {"p99", row.overhead_p99_us}}},
-          {"landed_us", {{"p50", row.landed_p50_us}, {"p99", row.landed_p99_us}}},
-          {"seen_us", {{"p50", row.seen_p50_us}, {"p99", row.seen_p99_us}}},
+          {"copy_us", timed_json(row, {{"p50", row.copy_p50_us}})},
+          {"overhead_us", timed_json(row, {{"p50", row.overhead_p50_us}, {"p99", row.overhead_p99_us}})},
+          {"landed_us", timed_json(row, {{"p50", row.landed_p50_us}, {"p99", row.landed_p99_us}})},
+          {"seen_us", timed_json(row, {{"p50", row.seen_p50_us}, {"p99", row.seen_p99_us}})},
           {"scheduler_cpu_us_per_job", row.cpu_us_per_job},
           {"scheduler_cpu_us_per_job_rank", row.cpu_us_per_job_rank},
           {"scheduler_loop_cpu_us_per_job", row.loop_cpu_us_per_job},
@@ -150,10 +159,11 @@ int run(OffloadArgs& args) {
   for (const bench::OffloadRow& row : result.rows) {
     const bool ceiling = row.path == bench::OffloadPath::kCopyEngine;
     auto cell = [&](double value) { return ceiling ? std::string("-") : us(value); };
+    auto timed_cell = [&](double value) { return row.timed_jobs == 0 ? std::string("-") : cell(value); };
     table.add_row({format_bytes(row.block_bytes), bench::mix_name(row.mix), bench::path_name(row.path),
                    fixed(row.gb_per_second, 2), fixed(100 * row.of_ceiling, 1) + "%", cell(row.settle_p50_us),
-                   cell(row.settle_p99_us), cell(row.copy_p50_us), cell(row.overhead_p50_us), cell(row.overhead_p99_us),
-                   cell(row.landed_p99_us), cell(row.seen_p99_us),
+                   cell(row.settle_p99_us), timed_cell(row.copy_p50_us), timed_cell(row.overhead_p50_us),
+                   timed_cell(row.overhead_p99_us), timed_cell(row.landed_p99_us), timed_cell(row.seen_p99_us),
                    ceiling ? "-" : fixed(row.mean_jobs_in_flight, 2),
                    ceiling ? "-" : fixed(100 * row.no_job_share, 1) + "%",
                    ceiling ? "-" : fixed(row.cpu_us_per_job, 2), ceiling ? "-" : fixed(row.cpu_us_per_job_rank, 2),

@@ -122,8 +122,8 @@ class CopyEngine {
   // and returns its id; once the work enqueued before a later mark has completed, span(start,
   // end) gives the time between the two marks and when the later one was reached, on
   // CLOCK_MONOTONIC, and forgets both. The GPU engines use timing events (a clock calibrated
-  // against CLOCK_MONOTONIC to within half the narrowest of up to four tries, a microsecond or two
-  // while the GPU's front end is free, again whenever the last calibration is older
+  // against CLOCK_MONOTONIC to within half the narrowest of up to four tries' windows, whose width
+  // no run has recorded yet, again whenever the last calibration is older
   // than 100 ms: the two clocks drift apart); the host engine,
   // which copies inside enqueue(), the time of the call. span() waits for the end mark: the
   // completion call that announced the work may run before the driver marks the event done.

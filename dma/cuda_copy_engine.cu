@@ -515,8 +515,9 @@ class CudaCopyEngine final : public CopyEngine {
   // before it was recorded and the one after the spin saw it done; the origin is the middle of the
   // narrowest of up to kCalibrationTries such windows. Taking the end of one window, as this did
   // first, put every GPU time late by the whole window: under MPS, where the four ranks' work
-  // shares the GPU's front end, the window reached tens of microseconds and `hugepin bench
-  // offload` showed overheads of -23 us at the median (GPU ends after the scheduler had seen them).
+  // shares the GPU's front end, `hugepin bench offload` showed overheads of -23 us at the median
+  // (GPU ends after the scheduler had seen them), so the window must have reached tens of
+  // microseconds there (inferred; no run records the windows).
   void calibrate() {
     int64_t narrowest = INT64_MAX;
     for (int attempt = 0; attempt < kCalibrationTries && narrowest > kCalibrationWindowNs; ++attempt) {

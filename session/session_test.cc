@@ -425,7 +425,7 @@ TEST_CASE("the completion descriptor turns readable when a job lands; timed jobs
   CHECK(results[0].gpu_done_ns <= results[0].landed_ns);
 }
 
-TEST_CASE("time_copies_every times only the jobs whose id it divides") {
+TEST_CASE("time_copies_every times the jobs copies_timed() picks, and only those") {
   Cluster cluster;
   WorkerSessionOptions options;
   options.time_copies = true;
@@ -434,17 +434,40 @@ TEST_CASE("time_copies_every times only the jobs whose id it divides") {
   FakeDevice device(worker.rank_geometry());
   worker.set_device_kv(device.segments, WorkerBackend::kHost);
   const std::vector<BlockPair> pairs{{0, 0}};
-  for (JobId job = 1; job <= 7; ++job) worker.store(job, pairs);
+  for (JobId job = 1; job <= 30; ++job) worker.store(job, pairs);
   std::vector<JobResult> results;
-  REQUIRE(worker.take_finished(&results) == 7);
+  REQUIRE(worker.take_finished(&results) == 30);
+  size_t timed = 0;
   for (const JobResult& result : results) {
     CAPTURE(result.job);
-    if (result.job % 3 == 0) {
+    if (copies_timed(result.job, 3)) {
+      ++timed;
       CHECK(result.gpu_done_ns >= result.launch_ns);
     } else {
       CHECK(result.gpu_done_ns == 0);
       CHECK(result.copy_ns == 0);
     }
+  }
+  CHECK(timed > 0);
+  CHECK(timed < 30);
+}
+
+TEST_CASE("copies_timed: one job in N, both parities of consecutive ids, every job for 0 and 1") {
+  // A scheduler that alternates stores and loads gives them ids of alternating parity: a sample
+  // must hold both.
+  size_t odd = 0;
+  size_t even = 0;
+  for (JobId job = 1; job <= 8000; ++job) {
+    if (!copies_timed(job, 8)) continue;
+    ++(job % 2 == 0 ? even : odd);
+  }
+  CHECK(odd + even > 800);
+  CHECK(odd + even < 1200);
+  CHECK(odd > 300);
+  CHECK(even > 300);
+  for (JobId job = 1; job <= 100; ++job) {
+    CHECK(copies_timed(job, 0));
+    CHECK(copies_timed(job, 1));
   }
 }
 

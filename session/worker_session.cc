@@ -109,6 +109,16 @@ void WorkerSession::load(JobId job, std::span<const BlockPair> pairs, void* stre
   launch(JobKind::kLoad, job, pairs, stream);
 }
 
+bool copies_timed(JobId job, uint32_t every) {
+  if (every <= 1) return true;
+  // splitmix64's finalizer: consecutive ids land far apart.
+  uint64_t z = job + 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  return z % every == 0;
+}
+
 void WorkerSession::launch(JobKind kind, JobId job, std::span<const BlockPair> pairs, void* stream) {
   if (!engine_) throw Error(cat("rank ", attachment_.rank(), ": no device KV yet (set_device_kv first)"), EINVAL);
   if (job == 0) throw Error("job id 0: job ids start at 1", EINVAL);
@@ -131,7 +141,7 @@ void WorkerSession::launch(JobKind kind, JobId job, std::span<const BlockPair> p
     ++calls_pending_;
   }
   try {
-    const bool timed = options_.time_copies && job % std::max<uint32_t>(options_.time_copies_every, 1) == 0;
+    const bool timed = options_.time_copies && copies_timed(job, options_.time_copies_every);
     const uint64_t start = timed ? engine_->mark(direction, stream) : 0;
     engine_->enqueue(direction, pairs, CopyBackend::kAuto, stream);
     if (timed) {

@@ -62,10 +62,16 @@ struct WorkerSessionOptions {
   // 14-25% less in rows of mixed stores and loads with every job timed than with one in eight, under
   // MPS (docs/performance.md).
   bool time_copies = false;
-  // With time_copies: time only the jobs whose id is a multiple of this (1: every job). Every rank
-  // then times the same jobs, so a job's slowest rank is known; untimed jobs report 0 for both.
+  // With time_copies: time one job in this many (0 and 1: every job), chosen by copies_timed() from
+  // the job's id, so that every rank times the same jobs and a job's slowest rank is known;
+  // untimed jobs report 0 for both.
   uint32_t time_copies_every = 1;
 };
+
+// Whether one job in `every` (0 and 1: all) that is timed includes `job`: a hash of the id, not its
+// residue, since ids count up one by one and a scheduler that alternates stores and loads would
+// otherwise time one direction only.
+bool copies_timed(JobId job, uint32_t every);
 
 // What became of one job on this rank.
 struct JobResult {

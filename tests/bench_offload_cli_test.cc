@@ -100,6 +100,24 @@ TEST_CASE("looking once per step, evicting only at the floor, every job timed: b
   }
 }
 
+TEST_CASE("a row that timed no job says so: null in JSON, not a zero that reads as measured") {
+  hugepin::test::CommandResult run = run_hugepin(
+      "bench offload --backend host --seconds 0.1 --blocks 16K --cpu-bytes 256M --mixes store "
+      "--time-every 1000000 --json");
+  REQUIRE_MESSAGE(run.status == 0, run.out);
+  const Json result = parse(run.out);
+  for (const Json& row : result["rows"]) {
+    CAPTURE(row.dump());
+    if (row["path"] == "copy engine") continue;
+    REQUIRE(row["timed_jobs"] == 0);  // copies_timed() picks no id below 400000 at one in a million
+    CHECK(row["copy_us"].is_null());
+    CHECK(row["overhead_us"].is_null());
+    CHECK(row["landed_us"].is_null());
+    CHECK(row["seen_us"].is_null());
+    CHECK(row["settle_us"]["p50"].get<double>() > 0);  // what every job has is still there
+  }
+}
+
 TEST_CASE("--rank-threads prints each protocol row's rank threads after the table") {
   hugepin::test::CommandResult run = run_hugepin(
       "bench offload --backend host --seconds 0.2 --blocks 16K --cpu-bytes 256M --mixes store --rank-threads");
