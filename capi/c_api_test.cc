@@ -169,6 +169,40 @@ TEST_CASE("workers: null handles, unknown arenas, ranks and pairs out of range")
   CHECK(hugepin_worker_detach(worker) == 0);
 }
 
+// The jobs a worker stores (host backend), their results in `results` (time_copies on).
+std::vector<hugepin_job_result> timed_run(const Arena& arena, const hugepin_worker_options& options, int jobs) {
+  hugepin_worker* worker = nullptr;
+  REQUIRE(hugepin_worker_attach(arena.name.c_str(), 0, 0, &options, &worker) == 0);
+  std::vector<char> device(16 * 512);
+  hugepin_device_segment kv{reinterpret_cast<uintptr_t>(device.data()), 512, 16, 512};
+  REQUIRE(hugepin_worker_set_device_kv(worker, &kv, 1, HUGEPIN_BACKEND_HOST) == 0);
+  const hugepin_block_pair pair{0, 0};
+  for (int job = 1; job <= jobs; ++job) REQUIRE(hugepin_worker_store(worker, job, &pair, 1, nullptr) == 0);
+  std::vector<hugepin_job_result> results(jobs);
+  size_t count = 0;
+  REQUIRE(hugepin_worker_finished(worker, results.data(), results.size(), &count) == 0);
+  REQUIRE(count == static_cast<size_t>(jobs));
+  CHECK(hugepin_worker_detach(worker) == 0);
+  return results;
+}
+
+TEST_CASE("workers: time_copies_every times a sample of the jobs; a caller compiled before it, every job") {
+  Arena arena("timed");
+  hugepin_worker_options options = HUGEPIN_WORKER_OPTIONS_INIT;
+  options.time_copies = 1;
+  options.time_copies_every = 1000000;  // the library picks no job id below 400000 at this rate
+  for (const hugepin_job_result& result : timed_run(arena, options, 8)) {
+    CAPTURE(result.job);
+    CHECK(result.gpu_done_ns == 0);
+    CHECK(result.copy_ns == 0);
+  }
+  options.time_copies_every = 0;  // every job
+  for (const hugepin_job_result& result : timed_run(arena, options, 8)) CHECK(result.gpu_done_ns > 0);
+  options.time_copies_every = 1000000;  // beyond the older size: never read
+  options.struct_size = offsetof(hugepin_worker_options, time_copies_every);
+  for (const hugepin_job_result& result : timed_run(arena, options, 8)) CHECK(result.gpu_done_ns > 0);
+}
+
 TEST_CASE("workers: a job posted done without a copy settles at the scheduler, completed or failed") {
   Arena arena("post-done");
   hugepin_worker* workers[2] = {nullptr, nullptr};

@@ -199,8 +199,13 @@ typedef struct hugepin_worker_options {
    * since found to run 10-30 us late: each is that much longer). An engine that collects
    * results once per step can keep 0; one that settles jobs as they land polls, 10-50 us. */
   int64_t completion_poll_ns;
+  /* With time_copies: time one job in this many (0 and 1: every job), chosen from the job's id so
+   * that every rank times the same jobs; the others report copy_ns and gpu_done_ns 0. The timing
+   * events' cost (above) then falls on that share of the jobs: `hugepin bench offload` times one
+   * job in 8. */
+  uint32_t time_copies_every;
 } hugepin_worker_options;
-#define HUGEPIN_WORKER_OPTIONS_INIT {sizeof(hugepin_worker_options), 0, 0, 0, 0}
+#define HUGEPIN_WORKER_OPTIONS_INIT {sizeof(hugepin_worker_options), 0, 0, 0, 0, 0}
 
 /* Attaches rank (tp_rank, pp_rank) of arena `arena`: claims the rank (-EBUSY while a live
  * process holds it; a dead holder's claim is taken over), maps its region read-write and

@@ -49,7 +49,7 @@ class SegmentInfo(Structure):
 
 class WorkerOptions(Structure):
     _fields_ = [("struct_size", c_uint32), ("copy_threads", c_uint32), ("post_timeout_ns", c_int64),
-                ("time_copies", c_int32), ("completion_poll_ns", c_int64)]
+                ("time_copies", c_int32), ("completion_poll_ns", c_int64), ("time_copies_every", c_uint32)]
 
 
 class DeviceSegment(Structure):

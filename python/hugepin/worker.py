@@ -82,8 +82,8 @@ class JobResult:
     bytes: int
     launch_ns: int   # CLOCK_MONOTONIC
     landed_ns: int
-    copy_ns: int     # with time_copies: the copies' own GPU time (else 0)
-    gpu_done_ns: int
+    copy_ns: int     # with time_copies, for the jobs it times: the copies' own GPU time (else 0)
+    gpu_done_ns: int  # ... and when they ended, CLOCK_MONOTONIC (else 0)
 
 
 _store = _abi.lib.hugepin_worker_store
@@ -95,13 +95,16 @@ class Worker:
     over the engine's own device KV. Usable as a context manager (detaches on exit)."""
 
     def __init__(self, arena: str, tp_rank: int, pp_rank: int = 0, *, copy_threads: int = 0,
-                 post_timeout: float | None = None, time_copies: bool = False, completion_poll: float = 0):
+                 post_timeout: float | None = None, time_copies: bool = False, time_copies_every: int = 1,
+                 completion_poll: float = 0):
         """Attaches rank (tp_rank, pp_rank) of arena `arena`: claims the rank, maps its region and
         announces this process to the scheduler. NotFoundError: no such arena; OutOfRangeError: no
         such rank; BusyError: a live process holds the rank. `copy_threads`: CPU threads per copy of
         the host backend (0: 1); `post_timeout`: seconds a report waits for room in a full ring
         (None: 1 s); `time_copies`: time each job's copies on the GPU (JobResult.copy_ns; timing
         events slow the copies beside them, by up to 25% measured: hugepin_worker_options in hugepin.h);
+        `time_copies_every`: with time_copies, time one job in this many (0 and 1: all), the same
+        jobs on every rank (chosen from the job id); the others' copy_ns is 0;
         `completion_poll`: GPU backend, seconds between polls of a job's event while it waits to
         land (0: sleep until the driver wakes the worker, tens to hundreds of microseconds late;
         25e-6: about 25 us late, polling while jobs wait; the CPU each costs and what each moved:
@@ -112,6 +115,7 @@ class Worker:
                                post_timeout_ns=0 if post_timeout is None else
                                max(1, _args.timeout_ns(post_timeout, "post_timeout")),
                                time_copies=1 if time_copies else 0,
+                               time_copies_every=_args.uint32(time_copies_every, "time_copies_every"),
                                completion_poll_ns=0 if completion_poll is None else _args.timeout_ns(completion_poll, "completion_poll"))
         handle = ctypes.c_void_p()
         _abi.check(_abi.lib.hugepin_worker_attach(_args.name(arena, "arena"), _args.uint32(tp_rank, "tp_rank"),

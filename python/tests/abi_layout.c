@@ -77,6 +77,7 @@ int main(void) {
   FIELD(hugepin_worker_options, post_timeout_ns);
   FIELD(hugepin_worker_options, time_copies);
   FIELD(hugepin_worker_options, completion_poll_ns);
+  FIELD(hugepin_worker_options, time_copies_every);
   end();
   begin("hugepin_device_segment", sizeof(hugepin_device_segment));
   FIELD(hugepin_device_segment, device_base);

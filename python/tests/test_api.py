@@ -12,6 +12,7 @@ import threading
 import time
 
 import numpy
+import pytest
 import torch
 from scenarios import TP2_KV_SHAPE, tp2_plan_input
 
@@ -133,6 +134,25 @@ def test_store_and_load_through_the_host_backend_with_numpy_and_torch_pairs(aren
         assert scheduler.reusable() == [3]
         figures = scheduler.figures()
         assert (figures.jobs_completed, figures.jobs_failed, figures.reports_rejected) == (2, 0, 0)
+
+
+def test_time_copies_every_times_a_sample_and_refuses_what_is_not_a_count(arena):
+    with hugepin.Scheduler.create(arena, hugepin.Plan.from_dict(tp2_plan_input())) as scheduler:
+        with pytest.raises(hugepin.OutOfRangeError, match="time_copies_every"):
+            hugepin.Worker(arena, 0, time_copies=True, time_copies_every=-1)
+        pairs = numpy.array([[b, b] for b in range(4)], dtype=numpy.int64)
+        kv = [torch.zeros(TP2_KV_SHAPE[1:], dtype=torch.bfloat16) for _ in range(2)]
+        # One job in a million: the library picks no job id below 400000; 1: every job.
+        for first_chunk, every, timed in ((0, 1000000, False), (4, 1, True)):
+            with hugepin.Worker(arena, 0, time_copies=True, time_copies_every=every) as worker:
+                worker.set_device_kv(kv, hugepin.Backend.HOST)
+                for chunk in range(first_chunk, first_chunk + 4):
+                    job = scheduler.dispatch("store", [chunk])
+                    worker.store(job, pairs)
+                    assert worker.wait(job, 5.0)
+                results = worker.finished()
+                assert len(results) == 4
+                assert all((r.gpu_done_ns > 0) == timed for r in results), (every, results)
 
 
 def test_a_job_posted_done_without_a_copy_settles_completed_or_failed(arena):
