@@ -202,7 +202,7 @@ typedef struct hugepin_worker_options {
   /* With time_copies: time one job in this many (0 and 1: every job), chosen from the job's id so
    * that every rank times the same jobs; the others report copy_ns and gpu_done_ns 0. The timing
    * events' cost (above) then falls on that share of the jobs: `hugepin bench offload` times one
-   * job in 8. */
+   * job in 8. A library older than this header ignores the field and times every job. */
   uint32_t time_copies_every;
 } hugepin_worker_options;
 #define HUGEPIN_WORKER_OPTIONS_INIT {sizeof(hugepin_worker_options), 0, 0, 0, 0, 0}
