@@ -20,11 +20,17 @@ Json parse(const std::string& out) {
   return Json::parse(out.substr(out.find("\n{") == std::string::npos ? out.find('{') : out.find("\n{") + 1));
 }
 
-TEST_CASE("every mix has its three rows, each with its figures, and the sample verified") {
+// `hugepin bench offload --backend host --blocks 16K --cpu-bytes 256M <options> --json`, which must
+// succeed: its JSON.
+Json offload_json(const std::string& options) {
   hugepin::test::CommandResult run =
-      run_hugepin("bench offload --backend host --seconds 0.3 --blocks 16K --cpu-bytes 256M --json");
+      run_hugepin("bench offload --backend host --blocks 16K --cpu-bytes 256M " + options + " --json");
   REQUIRE_MESSAGE(run.status == 0, run.out);
-  const Json result = parse(run.out);
+  return parse(run.out);
+}
+
+TEST_CASE("every mix has its three rows, each with its figures, and the sample verified") {
+  const Json result = offload_json("--seconds 0.3");
   CHECK(result["backend"] == "host");
   CHECK(result["sample_verified"] == true);
   CHECK(result["keep_free"].get<double>() == 0.25);  // the default
@@ -76,11 +82,8 @@ TEST_CASE("every mix has its three rows, each with its figures, and the sample v
 }
 
 TEST_CASE("looking once per step, evicting only at the floor, every job timed: both protocol rows complete") {
-  hugepin::test::CommandResult run = run_hugepin(
-      "bench offload --backend host --seconds 0.3 --blocks 16K --cpu-bytes 256M --mixes store "
-      "--collect-every-us 500 --keep-free 0 --time-every 1 --json");
-  REQUIRE_MESSAGE(run.status == 0, run.out);
-  const Json result = parse(run.out);
+  const Json result =
+      offload_json("--seconds 0.3 --mixes store --collect-every-us 500 --keep-free 0 --time-every 1");
   CHECK(result["collect_every_us"].get<double>() == 500);
   CHECK(result["keep_free"].get<double>() == 0);
   CHECK(result["time_every"].get<int>() == 1);
@@ -101,11 +104,7 @@ TEST_CASE("looking once per step, evicting only at the floor, every job timed: b
 }
 
 TEST_CASE("a row that timed no job says so: null in JSON, not a zero that reads as measured") {
-  hugepin::test::CommandResult run = run_hugepin(
-      "bench offload --backend host --seconds 0.1 --blocks 16K --cpu-bytes 256M --mixes store "
-      "--time-every 1000000 --json");
-  REQUIRE_MESSAGE(run.status == 0, run.out);
-  const Json result = parse(run.out);
+  const Json result = offload_json("--seconds 0.1 --mixes store --time-every 1000000");
   REQUIRE(result["rows"].size() == 3);
   for (const Json& row : result["rows"]) {
     CAPTURE(row.dump());
