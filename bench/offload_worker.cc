@@ -35,7 +35,7 @@ void warm(const RegionInfo& region) {
   }
 }
 
-WorkerSessionOptions timed(const OffloadWorkerSetup& setup) {
+WorkerSessionOptions worker_options(const OffloadWorkerSetup& setup) {
   WorkerSessionOptions options;
   options.time_copies = true;
   options.time_copies_every = setup.time_every;
@@ -47,7 +47,7 @@ class OffloadWorker {
  public:
   explicit OffloadWorker(const OffloadWorkerSetup& setup)
       : setup_(setup),
-        session_(real_os(), setup.arena, setup.rank % setup.tp, setup.rank / setup.tp, timed(setup)),
+        session_(real_os(), setup.arena, setup.rank % setup.tp, setup.rank / setup.tp, worker_options(setup)),
         geometry_(session_.geometry()),
         random_(setup.rank + 1) {
     if (setup.device >= 0) session_.pin(setup.device);

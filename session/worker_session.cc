@@ -5,6 +5,7 @@
 
 #include "base/error.h"
 #include "base/log.h"
+#include "base/pattern.h"
 #include "base/parallel.h"
 #include "dma/gpu_runtime.h"
 #include "ipc/arena_control.h"
@@ -110,13 +111,7 @@ void WorkerSession::load(JobId job, std::span<const BlockPair> pairs, void* stre
 }
 
 bool copies_timed(JobId job, uint32_t every) {
-  if (every <= 1) return true;
-  // splitmix64's finalizer: consecutive ids land far apart.
-  uint64_t z = job + 0x9e3779b97f4a7c15ull;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  z ^= z >> 31;
-  return z % every == 0;
+  return every <= 1 || mix64(job) % every == 0;  // splitmix64: consecutive ids land far apart
 }
 
 void WorkerSession::launch(JobKind kind, JobId job, std::span<const BlockPair> pairs, void* stream) {

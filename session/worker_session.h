@@ -68,9 +68,9 @@ struct WorkerSessionOptions {
   uint32_t time_copies_every = 1;
 };
 
-// Whether one job in `every` (0 and 1: all) that is timed includes `job`: a hash of the id, not its
-// residue, since ids count up one by one and a scheduler that alternates stores and loads would
-// otherwise time one direction only.
+// Whether `job` is among the one job in `every` that is timed (0 and 1: every job): chosen by a hash
+// of the id, not its residue, since ids count up one by one and a scheduler that alternates stores
+// and loads would otherwise time one direction only.
 bool copies_timed(JobId job, uint32_t every);
 
 // What became of one job on this rank.
