@@ -19,6 +19,7 @@
 
 #include "base/size.h"
 #include "bench/offload_worker.h"
+#include "bench/scheduler_stalls.h"
 #include "bench/stats.h"
 #include "cli/engine/chunk_cache.h"
 #include "cli/engine/kv_stamp.h"
@@ -68,8 +69,9 @@ class Path {
   virtual ~Path() = default;
   // Sends `job` to every rank (after pinning its chunks, for hugepin); returns its id.
   virtual JobId dispatch(const cli::CacheJob& job) = 0;
-  // Waits up to `timeout_ns` for progress; appends jobs that reached quorum.
-  virtual void progress(int64_t timeout_ns, std::vector<Settled>* settled) = 0;
+  // Waits up to `timeout_ns` for progress; appends jobs that reached quorum. Returns true when
+  // the wait ran out: the whole timeout passed with nothing waking it.
+  virtual bool progress(int64_t timeout_ns, std::vector<Settled>* settled) = 0;
   virtual void retire(std::span<const ChunkId> chunks) = 0;
   virtual void take_reusable(std::vector<ChunkId>* out) = 0;
   virtual void step() {}
@@ -110,10 +112,15 @@ class HugepinPath final : public Path {
     return id;
   }
 
-  void progress(int64_t timeout_ns, std::vector<Settled>* settled) override {
+  bool progress(int64_t timeout_ns, std::vector<Settled>* settled) override {
+    bool waited_out = false;
     {
       ProtocolCpu::Span span{cpu};
+      // drain() says how many reports it applied, not whether its wait ran out: a drain that
+      // lasted its whole timeout did (one woken after the timeout, late, counts too).
+      const int64_t wait_start = real_os().monotonic_ns();
       reports += session_.drain(timeout_ns);
+      waited_out = timeout_ns > 0 && real_os().monotonic_ns() - wait_start >= timeout_ns;
       ids_.clear();
       session_.take_completed(&ids_);
       failed_.clear();
@@ -123,6 +130,7 @@ class HugepinPath final : public Path {
     for (JobId id : ids_) settled->push_back({id, now});
     if (!failed_.empty()) throw Error(cat("hugepin bench offload: ", failed_.front().message));
     if (now - last_step_ >= step_ns_) step();
+    return waited_out;
   }
 
   void retire(std::span<const ChunkId> chunks) override {
@@ -173,10 +181,11 @@ class EngineWayPath final : public Path {
     return id;
   }
 
-  void progress(int64_t timeout_ns, std::vector<Settled>* settled) override {
+  bool progress(int64_t timeout_ns, std::vector<Settled>* settled) override {
     ProtocolCpu::Span span{cpu};
     const timespec timeout{timeout_ns / 1'000'000'000, timeout_ns % 1'000'000'000};
-    if (::ppoll(fds_.data(), fds_.size(), &timeout, nullptr) <= 0) return;
+    const int ready = ::ppoll(fds_.data(), fds_.size(), &timeout, nullptr);
+    if (ready <= 0) return ready == 0 && timeout_ns > 0;
     for (uint32_t rank = 0; rank < fds_.size(); ++rank) {
       while (receive_packet(fds_[rank].fd, &reply_, /*wait=*/false)) {
         if (reply_.kind != BenchReplyKind::kCompletions) throw Error("engine way: an unexpected reply from a rank");
@@ -190,6 +199,7 @@ class EngineWayPath final : public Path {
         }
       }
     }
+    return false;
   }
 
   // No fence: a retired chunk is reusable once its jobs settled, which they have.
@@ -223,6 +233,11 @@ int64_t voluntary_switches() {
 struct Measured {
   std::vector<double> settle_us, copy_us, overhead_us;
   std::vector<double> landed_us, seen_us;  // the overhead's two parts: GPU end -> rank knows -> quorum seen
+  std::vector<double> seen_busy_us;          // of each seen_us, the scheduler's time outside collect()
+  std::vector<std::optional<CollectSpan>> seen_collect;  // ... and the collect() call that saw it
+  CollectSpans collect_spans;                // the window's collect() calls (bench/scheduler_stalls.h)
+  std::optional<int64_t> run_queue_wait_ns;  // the scheduler thread's, runnable but not running
+  double steal_share = 0;                    // the machine's, over the window
   std::unordered_map<JobId, size_t> index;  // job -> its place in the vectors above
   std::vector<Settled> jobs;
   uint64_t bytes = 0;
@@ -270,6 +285,9 @@ std::vector<RankThreadGroup> thread_groups(const ThreadSamples& before, const Th
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.cpu_us_per_job > b.cpu_us_per_job; });
   return out;
 }
+
+// How long the scheduler sleeps in one collect() when it wakes per job and nothing wakes it.
+constexpr int64_t kCollectTimeoutNs = 1'000'000;
 
 class OffloadRun {
  public:
@@ -416,14 +434,15 @@ class OffloadRun {
 
   // Learns which jobs settled: sleeps up to 1 ms until one can, or, once per step
   // (collect_every_ns), sleeps to the step's end outside the protocol and looks without waiting.
-  void collect(Path& path, std::vector<Settled>* settled) {
-    if (options_.collect_every_ns == 0) return path.progress(1'000'000, settled);
+  // Returns true when it waited out its timeout (waking per job only).
+  bool collect(Path& path, std::vector<Settled>* settled) {
+    if (options_.collect_every_ns == 0) return path.progress(kCollectTimeoutNs, settled);
     const int64_t now = real_os().monotonic_ns();
     next_collect_ns_ = std::max(next_collect_ns_ + options_.collect_every_ns, now);  // a late step is not made up
     const timespec at{next_collect_ns_ / 1'000'000'000, next_collect_ns_ % 1'000'000'000};
     while (::clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &at, nullptr) == EINTR) {
     }
-    path.progress(0, settled);
+    return path.progress(0, settled);
   }
 
   // Runs jobs until the window ends and every job settled, then gives every chunk back.
@@ -455,6 +474,8 @@ class OffloadRun {
     int64_t delivery_end = 0;
     ProtocolCpu protocol_end;
     int64_t sleeps_end = 0;
+    std::optional<int64_t> run_queue_wait_end;
+    MachineCpuTicks steal_end;
     int64_t ranks_cpu_end = 0;
     ThreadSamples threads_end;
     auto run = [&](Mix run_mix, int64_t until, bool timed, uint64_t stop_after_stored) {
@@ -483,7 +504,9 @@ class OffloadRun {
           open.emplace(id, std::make_pair(std::move(*job), now));
         }
         account(open.size() < options_.jobs_in_flight);
-        collect(path, &settled);
+        const int64_t collect_start = real_os().monotonic_ns();
+        const bool waited_out = collect(path, &settled);
+        if (timed) measured.collect_spans.add({collect_start, real_os().monotonic_ns(), waited_out});
         settle(timed, until);
         account(false);  // settled jobs are replaced right away, at the loop's top
         options_.check_interrupted();
@@ -492,6 +515,8 @@ class OffloadRun {
       delivery_end = path.delivery_cpu_ns;
       protocol_end = path.cpu;
       sleeps_end = voluntary_switches();
+      run_queue_wait_end = thread_run_queue_wait_ns(real_os());
+      steal_end = machine_cpu_ticks(real_os());
       ranks_cpu_end = ranks_cpu_ns();
       threads_end = rank_thread_samples();
       while (!open.empty()) {  // let the rest land; outside the window they do not count
@@ -508,6 +533,8 @@ class OffloadRun {
     const int64_t delivery_before = path.delivery_cpu_ns;
     const ProtocolCpu protocol_before = path.cpu;
     const int64_t sleeps_before = voluntary_switches();
+    const std::optional<int64_t> run_queue_wait_before = thread_run_queue_wait_ns(real_os());
+    const MachineCpuTicks steal_before = machine_cpu_ticks(real_os());
     const int64_t ranks_cpu_before = ranks_cpu_ns();
     const ThreadSamples threads_before = rank_thread_samples();
     const int64_t cpu_start = thread_cpu_ns();
@@ -520,6 +547,8 @@ class OffloadRun {
         std::max(0.0, static_cast<double>(protocol_end.ns - protocol_before.ns) -
                           clock_cost * static_cast<double>(protocol_end.spans - protocol_before.spans));
     measured.sleeps = sleeps_end - sleeps_before;
+    if (run_queue_wait_before && run_queue_wait_end) measured.run_queue_wait_ns = *run_queue_wait_end - *run_queue_wait_before;
+    measured.steal_share = steal_share(steal_before, steal_end);
     measured.ranks_cpu_ns = ranks_cpu_end - ranks_cpu_before;
     measured.rank_threads = thread_groups(threads_before, threads_end);
     measured.reports = path.reports - reports_before;
@@ -539,6 +568,8 @@ class OffloadRun {
     measured->overhead_us.push_back((job.quorum_ns - times.gpu_done_ns) / 1e3);
     measured->landed_us.push_back((times.landed_ns - times.gpu_done_ns) / 1e3);
     measured->seen_us.push_back((job.quorum_ns - times.landed_ns) / 1e3);
+    measured->seen_busy_us.push_back(measured->collect_spans.outside(times.landed_ns, job.quorum_ns) / 1e3);
+    measured->seen_collect.push_back(measured->collect_spans.span_at(job.quorum_ns));
   }
 
   // The rank processes' CPU so far (every thread; /proc/PID/stat, in clock ticks of 10 ms: a
@@ -658,6 +689,36 @@ class OffloadRun {
       group.run_queue_wait_us_per_job /= 1e3 * jobs;
     }
     row->reports_per_second = static_cast<double>(m.reports) / m.seconds;
+    fill_stall_figures(m, row);
+  }
+
+  // Where the slowest SEEN times went (bench/scheduler_stalls.h).
+  void fill_stall_figures(const Measured& m, OffloadRow* row) const {
+    const double jobs = std::max<double>(1, static_cast<double>(m.jobs.size()));
+    const bool waits = options_.collect_every_ns == 0;  // collect calls that wait: waking per job
+    if (m.run_queue_wait_ns) {
+      row->scheduler_run_queue_wait_us_per_job = static_cast<double>(*m.run_queue_wait_ns) / 1e3 / jobs;
+    }
+    row->steal_share = m.steal_share;
+    row->longest_outside_collect_us = static_cast<double>(m.collect_spans.longest_gap()) / 1e3;
+    if (waits) row->collect_timeouts = m.collect_spans.waited_out();
+    double seen = 0, busy = 0;
+    size_t after_timeout = 0;
+    for (size_t i = 0; i < m.seen_us.size(); ++i) {
+      if (m.seen_us[i] < row->seen_p99_us) continue;
+      seen += m.seen_us[i];
+      busy += m.seen_busy_us[i];
+      const std::optional<CollectSpan>& call = m.seen_collect[i];
+      if (call && call->waited_out) ++after_timeout;
+      OffloadRow::LateSeen late{m.seen_us[i], m.seen_busy_us[i]};
+      if (call) late.collect_call_us = static_cast<double>(call->end_ns - call->start_ns) / 1e3;
+      row->late_seen.push_back(late);
+    }
+    std::sort(row->late_seen.begin(), row->late_seen.end(),
+              [](const auto& a, const auto& b) { return a.seen_us > b.seen_us; });
+    if (row->late_seen.empty()) return;
+    row->late_seen_busy_share = seen > 0 ? busy / seen : 0;
+    if (waits) row->late_seen_after_timeout_share = static_cast<double>(after_timeout) / row->late_seen.size();
   }
 
   // A sample of host chunks (read here from every rank's region) and of GPU slots (read by the

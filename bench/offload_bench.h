@@ -35,6 +35,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -131,6 +132,26 @@ struct OffloadRow {
   double no_job_share = 0;
   std::vector<RankThreadGroup> rank_threads;  // the same by thread name (protocol rows), most CPU first
   double reports_per_second = 0;    // reports the scheduler took (engine way: completions)
+  // Where the slowest SEEN times went (protocol rows; bench/scheduler_stalls.h), about the timed
+  // jobs whose SEEN is at or above its p99 (none when no job was timed): the share of their SEEN
+  // that the scheduler thread spent outside its collect calls (busy elsewhere, or not running
+  // though not queued for a CPU); the share of them seen by a collect call whose wait ran out
+  // (nothing woke the scheduler for them; waking per job only); each of them. And over the window:
+  // the longest stretch outside collect calls; the scheduler thread's time runnable but not
+  // running, per job (none when the kernel does not keep it); collect calls whose wait ran out
+  // (waking per job only); the machine's steal time, a share of all its CPU time, idle included.
+  struct LateSeen {
+    double seen_us = 0;
+    double outside_collect_us = 0;
+    std::optional<double> collect_call_us;  // how long the collect call that saw its quorum lasted
+  };
+  std::vector<LateSeen> late_seen;  // slowest first
+  std::optional<double> late_seen_busy_share;
+  std::optional<double> late_seen_after_timeout_share;
+  double longest_outside_collect_us = 0;
+  std::optional<double> scheduler_run_queue_wait_us_per_job;
+  std::optional<uint64_t> collect_timeouts;
+  double steal_share = 0;
   uint64_t chunks_checked = 0;      // host chunk copies checked after the row, over ranks
   uint64_t slots_checked = 0;       // GPU slots checked after the row, over ranks
 };

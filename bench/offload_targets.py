@@ -10,6 +10,14 @@ a different build). For each group and each block size and mix, the range over i
   % OF CE   the protocol row's GB/s as a share of the copy engine row of the same run
   OVH p50 / p99, LANDED p99, SEEN p99   microseconds, from the timed jobs (- when none)
   CPU/JOB/RANK   the scheduler's CPU inside the protocol's calls, per job and rank
+  LATE BUSY %    of the timed jobs' SEEN at or above its p99, the share the scheduler thread spent
+                 outside its collect calls (busy elsewhere, not waiting for the report)
+  AFTER TO %     of those jobs, the share seen by a collect call whose wait ran out (its whole
+                 timeout passed: nothing woke the scheduler for them; waking per job only)
+  RQ WAIT        the scheduler thread's time runnable but not running, us per job
+  TIMEOUTS       collect calls whose wait ran out (waking per job)
+(the last four from the JSON's scheduler_stalls; - in runs from before it), and per group the
+machines' steal time over the rows, a share of all their CPU time (idle included).
 
 and then, per group, how many protocol rows met each target:
   hugepin >= 90% of the copy engine; hugepin's overhead p99 <= 100 us; hugepin's overhead p99
@@ -64,6 +72,7 @@ def summarize(runs: list[tuple[str, dict]]) -> str:
     for name, members in groups.items():
         cells: dict[tuple, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
         met = defaultdict(lambda: [0, 0])  # target -> [rows met, rows counted]
+        steal: list[float] = []
         for run in members:
             rows = {(r["block_bytes"], r["mix"], r["path"]): r for r in run["rows"]}
             for (block, mix, path), row in rows.items():
@@ -81,6 +90,15 @@ def summarize(runs: list[tuple[str, dict]]) -> str:
                     cell["landed99"].append(row["landed_us"]["p99"])
                     cell["seen99"].append(row["seen_us"]["p99"])
                 cell["cpu"].append(row["scheduler_cpu_us_per_job_rank"])
+                stalls = row.get("scheduler_stalls")
+                if stalls is not None:
+                    for key, column, scale in (("late_seen_busy_share", "busy", 100),
+                                               ("late_seen_after_timeout_share", "aftertimeout", 100),
+                                               ("run_queue_wait_us_per_job", "rqwait", 1),
+                                               ("collect_timeouts", "timeouts", 1)):
+                        if stalls[key] is not None:  # null: not measured (no timed job, step mode)
+                            cell[column].append(scale * stalls[key])
+                    steal.append(100 * stalls["steal_share"])
                 if path != "hugepin":
                     continue
                 if share is not None:
@@ -97,17 +115,22 @@ def summarize(runs: list[tuple[str, dict]]) -> str:
                 met["scheduler CPU at most 1 us per job and rank"][0] += row["scheduler_cpu_us_per_job_rank"] <= 1
                 met["scheduler CPU at most 1 us per job and rank"][1] += 1
         out.append(f"{name} ({len(members)} run{'s' if len(members) != 1 else ''})")
-        header = ("BLOCK", "MIX", "PATH", "% OF CE", "OVH p50", "OVH p99", "LANDED p99", "SEEN p99", "CPU/JOB/RANK")
+        header = ("BLOCK", "MIX", "PATH", "% OF CE", "OVH p50", "OVH p99", "LANDED p99", "SEEN p99", "CPU/JOB/RANK",
+                  "LATE BUSY %", "AFTER TO %", "RQ WAIT", "TIMEOUTS")
         table = [header]
         for (block, mix, path) in sorted(cells, key=lambda k: (k[0], MIX_ORDER.get(k[1], 9), k[2] != "hugepin")):
             c = cells[(block, mix, path)]
             table.append((f"{block // 1024} KiB", mix, path, span(c["share"], 1), span(c["ovh50"], 0),
-                          span(c["ovh99"], 0), span(c["landed99"], 0), span(c["seen99"], 0), span(c["cpu"], 2)))
+                          span(c["ovh99"], 0), span(c["landed99"], 0), span(c["seen99"], 0), span(c["cpu"], 2),
+                          span(c["busy"], 0), span(c["aftertimeout"], 0), span(c["rqwait"], 2),
+                          span(c["timeouts"], 0)))
         widths = [max(len(row[i]) for row in table) for i in range(len(header))]
         for row in table:
             out.append("  " + "  ".join(text.ljust(width) for text, width in zip(row, widths)).rstrip())
         for target, (yes, counted) in met.items():
             out.append(f"  hugepin rows with {target}: {yes} of {counted}")
+        if steal:
+            out.append(f"  steal time over the protocol rows: {span(steal, 2)}% of the machine's CPU time")
         out.append("")
     return "\n".join(out)
 

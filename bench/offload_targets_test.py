@@ -41,6 +41,10 @@ def main() -> int:
             assert any(line.strip().startswith(f"hugepin rows with {target}: ") and line.endswith(" of 2")
                        for line in lines), (target, both.stdout)
 
+        header = next(line for line in lines if line.split()[:3] == ["BLOCK", "MIX", "PATH"])
+        assert header.split()[-9:] == ["LATE", "BUSY", "%", "AFTER", "TO", "%", "RQ", "WAIT", "TIMEOUTS"], header
+        assert any(line.strip().startswith("steal time over the protocol rows: ") for line in lines), both.stdout
+
         apart = run(sys.executable, SUMMARIZER, paths[0], f"other={paths[1]}")
         assert apart.returncode == 0, apart.stderr
         assert apart.stdout.count("(1 run)") == 2 and "other: backend host" in apart.stdout, apart.stdout

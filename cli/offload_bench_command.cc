@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <iostream>
+#include <optional>
 
 #include "base/size.h"
 #include "base/table.h"
@@ -59,6 +60,30 @@ Json timed_json(const bench::OffloadRow& row, std::initializer_list<std::pair<co
   return out;
 }
 
+// A figure that may be missing: null, where 0 would read as measured.
+template <typename T>
+Json or_null(const std::optional<T>& value) {
+  return value ? Json(*value) : Json(nullptr);
+}
+
+// Where the slowest SEEN times went (bench/scheduler_stalls.h); null for the copy engine rows.
+Json stalls_json(const bench::OffloadRow& row) {
+  if (row.path == bench::OffloadPath::kCopyEngine) return nullptr;
+  Json late = Json::array();
+  for (const bench::OffloadRow::LateSeen& job : row.late_seen) {
+    late.push_back({{"seen_us", job.seen_us},
+                    {"outside_collect_us", job.outside_collect_us},
+                    {"collect_call_us", or_null(job.collect_call_us)}});
+  }
+  return {{"late_seen_jobs", late},
+          {"late_seen_busy_share", or_null(row.late_seen_busy_share)},
+          {"late_seen_after_timeout_share", or_null(row.late_seen_after_timeout_share)},
+          {"longest_outside_collect_us", row.longest_outside_collect_us},
+          {"run_queue_wait_us_per_job", or_null(row.scheduler_run_queue_wait_us_per_job)},
+          {"collect_timeouts", or_null(row.collect_timeouts)},
+          {"steal_share", row.steal_share}};
+}
+
 Json row_json(const bench::OffloadRow& row) {
   return {{"block_bytes", row.block_bytes},
           {"mix", bench::mix_name(row.mix)},
@@ -83,6 +108,7 @@ Json row_json(const bench::OffloadRow& row) {
           {"no_job_share", row.no_job_share},
           {"rank_threads", rank_threads_json(row)},
           {"reports_per_second", row.reports_per_second},
+          {"scheduler_stalls", stalls_json(row)},
           {"chunks_checked", row.chunks_checked},
           {"slots_checked", row.slots_checked}};
 }

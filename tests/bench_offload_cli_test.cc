@@ -46,8 +46,34 @@ TEST_CASE("every mix has its three rows, each with its figures, and the sample v
     CHECK(row["block_bytes"] == 16384);
     CHECK(row["bytes"].get<uint64_t>() > 0);
     CHECK(row["gb_per_second"].get<double>() > 0);
-    if (row["path"] == "copy engine") continue;
+    if (row["path"] == "copy engine") {
+      CHECK(row["scheduler_stalls"].is_null());
+      continue;
+    }
     CHECK(row["jobs"].get<uint64_t>() > 0);
+    // Where the slowest SEEN times went: shares in [0, 1], times that the row did spend.
+    REQUIRE(row["timed_jobs"].get<uint64_t>() > 0);
+    const Json& stalls = row["scheduler_stalls"];
+    CHECK(stalls["late_seen_busy_share"].get<double>() >= 0);
+    CHECK(stalls["late_seen_busy_share"].get<double>() <= 1);
+    CHECK(stalls["late_seen_after_timeout_share"].get<double>() >= 0);
+    CHECK(stalls["late_seen_after_timeout_share"].get<double>() <= 1);
+    REQUIRE(!stalls["late_seen_jobs"].empty());  // at least the slowest timed job
+    double previous = 1e300;
+    for (const Json& job : stalls["late_seen_jobs"]) {
+      CHECK(job["seen_us"].get<double>() >= row["seen_us"]["p99"].get<double>());
+      CHECK(job["seen_us"].get<double>() <= previous);  // slowest first
+      previous = job["seen_us"].get<double>();
+      CHECK(job["outside_collect_us"].get<double>() <= job["seen_us"].get<double>() + 1e-3);
+      CHECK(job["collect_call_us"].get<double>() > 0);  // every quorum is seen inside a collect call
+    }
+    CHECK(stalls["longest_outside_collect_us"].get<double>() > 0);  // it dispatches between collects
+    CHECK(stalls["longest_outside_collect_us"].get<double>() < 0.3e6);
+    CHECK(stalls["run_queue_wait_us_per_job"].get<double>() >= 0);  // Linux keeps schedstat
+    // Waits of 1 ms within the 0.3 s window, one after another at most.
+    CHECK(stalls["collect_timeouts"].get<uint64_t>() <= 301);
+    CHECK(stalls["steal_share"].get<double>() >= 0);
+    CHECK(stalls["steal_share"].get<double>() < 1);
     // One job in 8 timed, chosen by id: some, never all (a row settles hundreds of jobs here).
     CHECK(row["timed_jobs"].get<uint64_t>() > 0);
     CHECK(row["timed_jobs"].get<uint64_t>() < row["jobs"].get<uint64_t>());
@@ -96,6 +122,10 @@ TEST_CASE("looking once per step, evicting only at the floor, every job timed: b
     if (row["path"] == "copy engine") continue;
     CHECK(row["jobs"].get<uint64_t>() > 0);
     CHECK(row["timed_jobs"] == row["jobs"]);  // every job in the window timed
+    // Looking once per step, no collect call waits: nothing can run out.
+    CHECK(row["scheduler_stalls"]["collect_timeouts"].is_null());
+    CHECK(row["scheduler_stalls"]["late_seen_after_timeout_share"].is_null());
+    CHECK(row["scheduler_stalls"]["late_seen_busy_share"].is_number());
     CHECK(row["mean_jobs_in_flight"].get<double>() > 0);
     CHECK(row["no_job_share"].get<double>() >= 0);
     CHECK(row["scheduler_cpu_us_per_job"].get<double>() > 0);
@@ -114,6 +144,8 @@ TEST_CASE("a row that timed no job says so: null in JSON, not a zero that reads 
     CHECK(row["landed_us"].is_null());
     CHECK(row["seen_us"].is_null());
     if (row["path"] == "copy engine") continue;  // it times nothing, and has no jobs to settle
+    CHECK(row["scheduler_stalls"]["late_seen_jobs"].empty());
+    CHECK(row["scheduler_stalls"]["late_seen_busy_share"].is_null());
     CHECK(row["settle_us"]["p50"].get<double>() > 0);  // what every job has is still there
   }
 }

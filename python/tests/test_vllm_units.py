@@ -47,14 +47,14 @@ def test_options_have_defaults_and_parse_every_key():
     options = Options.parse({"cpu_bytes_to_use": 6.4e10, "spec_name": "HugepinOffloadingSpec"})
     assert options.cpu_bytes == 64000000000  # a float is truncated, as vLLM's int() does
     assert (options.arena, options.page_size, options.strict, options.daemon_socket) == (None, None, False, None)
-    assert (options.rendezvous_dir, options.rendezvous_timeout, options.time_copies) == ("/dev/shm", 300.0, True)
+    assert (options.rendezvous_dir, options.rendezvous_timeout, options.time_copies) == ("/dev/shm", 300.0, False)
     options = Options.parse({"cpu_bytes_to_use": "4096", "hugepin_arena": "kv-1", "hugepin_page_size": "2m",
                              "hugepin_strict": "yes", "hugepin_daemon_socket": "/run/hugepin/hugepind.sock",
-                             "hugepin_rendezvous_timeout": 5, "hugepin_time_copies": False,
+                             "hugepin_rendezvous_timeout": 5, "hugepin_time_copies": True,
                              "hugepin_copy_threads": 2})
     assert (options.cpu_bytes, options.arena, options.page_size, options.strict) == (4096, "kv-1", "2M", True)
     assert (options.daemon_socket, options.rendezvous_timeout, options.time_copies, options.copy_threads) == \
-        ("/run/hugepin/hugepind.sock", 5.0, False, 2)
+        ("/run/hugepin/hugepind.sock", 5.0, True, 2)
     assert all(option.key.startswith("hugepin_") and option.meaning for option in OPTIONS)
 
 
