@@ -24,12 +24,11 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <random>
-#include <sstream>
-#include <string>
 #include <thread>
 #include <vector>
+
+#include "bench/scheduler_stalls.h"
 
 namespace {
 
@@ -39,32 +38,18 @@ int64_t now_ns() {
   return int64_t{t.tv_sec} * 1'000'000'000 + t.tv_nsec;
 }
 
-// (steal, total) ticks of every CPU from /proc/stat's first line.
-std::pair<uint64_t, uint64_t> cpu_ticks() {
-  std::ifstream stat("/proc/stat");
-  std::string line, name;
-  std::getline(stat, line);
-  std::istringstream fields(line);
-  fields >> name;
-  uint64_t value = 0, steal = 0, total = 0;
-  for (int field = 1; field <= 8 && fields >> value; ++field) {
-    total += value;
-    if (field == 8) steal = value;
-  }
-  return {steal, total};
-}
+using hugepin::bench::MachineCpuTicks;
 
-void report(const char* name, std::vector<double> us, std::pair<uint64_t, uint64_t> before) {
-  const auto after = cpu_ticks();
+MachineCpuTicks cpu_ticks() { return hugepin::bench::machine_cpu_ticks(hugepin::real_os()); }
+
+void report(const char* name, std::vector<double> us, const MachineCpuTicks& before) {
+  const double steal = 100 * hugepin::bench::steal_share(before, cpu_ticks());
   if (us.empty()) {
     std::printf("%-6s no samples\n", name);
     return;
   }
   std::sort(us.begin(), us.end());
   auto at = [&us](double p) { return us[std::min(us.size() - 1, static_cast<size_t>(p * us.size()))]; };
-  const double steal = after.second > before.second
-                           ? 100.0 * static_cast<double>(after.first - before.first) / (after.second - before.second)
-                           : 0;
   std::printf("%-6s %8zu samples  p50 %7.1f  p90 %7.1f  p99 %7.1f  p99.9 %7.1f  max %8.1f us  steal %.2f%%\n", name,
               us.size(), at(0.5), at(0.9), at(0.99), at(0.999), us.back(), steal);
 }
