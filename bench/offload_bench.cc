@@ -75,6 +75,8 @@ class Path {
   virtual void retire(std::span<const ChunkId> chunks) = 0;
   virtual void take_reusable(std::vector<ChunkId>* out) = 0;
   virtual void step() {}
+  // How the scheduler's sleeps on the report gate ended so far (hugepin only).
+  virtual std::optional<GateWaitCounts> gate_waits() const { return std::nullopt; }
   uint64_t reports = 0;          // taken by the scheduler so far
   int64_t delivery_cpu_ns = 0;   // the scheduler thread's CPU spent sending jobs and steps
   ProtocolCpu cpu;               // ... and in the protocol's calls
@@ -137,6 +139,7 @@ class HugepinPath final : public Path {
     ProtocolCpu::Span span{cpu};
     for (ChunkId chunk : chunks) session_.retire(chunk);
   }
+  std::optional<GateWaitCounts> gate_waits() const override { return session_.gate_waits(); }
   void take_reusable(std::vector<ChunkId>* out) override {
     ProtocolCpu::Span span{cpu};
     session_.take_reusable(out);
@@ -237,6 +240,7 @@ struct Measured {
   std::vector<std::optional<CollectSpan>> seen_collect;  // ... and the collect() call that saw it
   CollectSpans collect_spans;                // the window's collect() calls (bench/scheduler_stalls.h)
   std::optional<int64_t> run_queue_wait_ns;  // the scheduler thread's, runnable but not running
+  std::optional<GateWaitCounts> gate_waits;  // hugepin: how its sleeps on the gate ended
   double steal_share = 0;                    // the machine's, over the window
   std::unordered_map<JobId, size_t> index;  // job -> its place in the vectors above
   std::vector<Settled> jobs;
@@ -475,6 +479,7 @@ class OffloadRun {
     ProtocolCpu protocol_end;
     int64_t sleeps_end = 0;
     std::optional<int64_t> run_queue_wait_end;
+    std::optional<GateWaitCounts> gate_waits_end;
     MachineCpuTicks steal_end;
     int64_t ranks_cpu_end = 0;
     ThreadSamples threads_end;
@@ -516,6 +521,7 @@ class OffloadRun {
       protocol_end = path.cpu;
       sleeps_end = voluntary_switches();
       run_queue_wait_end = thread_run_queue_wait_ns(real_os());
+      gate_waits_end = path.gate_waits();
       steal_end = machine_cpu_ticks(real_os());
       ranks_cpu_end = ranks_cpu_ns();
       threads_end = rank_thread_samples();
@@ -534,6 +540,7 @@ class OffloadRun {
     const ProtocolCpu protocol_before = path.cpu;
     const int64_t sleeps_before = voluntary_switches();
     const std::optional<int64_t> run_queue_wait_before = thread_run_queue_wait_ns(real_os());
+    const std::optional<GateWaitCounts> gate_waits_before = path.gate_waits();
     const MachineCpuTicks steal_before = machine_cpu_ticks(real_os());
     const int64_t ranks_cpu_before = ranks_cpu_ns();
     const ThreadSamples threads_before = rank_thread_samples();
@@ -548,6 +555,12 @@ class OffloadRun {
                           clock_cost * static_cast<double>(protocol_end.spans - protocol_before.spans));
     measured.sleeps = sleeps_end - sleeps_before;
     if (run_queue_wait_before && run_queue_wait_end) measured.run_queue_wait_ns = *run_queue_wait_end - *run_queue_wait_before;
+    if (gate_waits_before && gate_waits_end) {
+      measured.gate_waits = GateWaitCounts{gate_waits_end->waits - gate_waits_before->waits,
+                                           gate_waits_end->timed_out - gate_waits_before->timed_out,
+                                           gate_waits_end->woken_late - gate_waits_before->woken_late,
+                                           gate_waits_end->no_wake - gate_waits_before->no_wake};
+    }
     measured.steal_share = steal_share(steal_before, steal_end);
     measured.ranks_cpu_ns = ranks_cpu_end - ranks_cpu_before;
     measured.rank_threads = thread_groups(threads_before, threads_end);
@@ -700,6 +713,7 @@ class OffloadRun {
       row->scheduler_run_queue_wait_us_per_job = static_cast<double>(*m.run_queue_wait_ns) / 1e3 / jobs;
     }
     row->steal_share = m.steal_share;
+    row->gate_waits = m.gate_waits;
     row->longest_outside_collect_us = static_cast<double>(m.collect_spans.longest_gap()) / 1e3;
     if (waits) row->collect_timeouts = m.collect_spans.waited_out();
     double seen = 0, busy = 0;

@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "bench/offload_messages.h"
+#include "session/scheduler_session.h"
 
 namespace hugepin::bench {
 
@@ -152,6 +153,9 @@ struct OffloadRow {
   std::optional<double> scheduler_run_queue_wait_us_per_job;
   std::optional<uint64_t> collect_timeouts;
   double steal_share = 0;
+  // hugepin only: how the scheduler's sleeps on the report gate ended in the window
+  // (session/scheduler_session.h: GateWaitCounts; none for the engine way).
+  std::optional<GateWaitCounts> gate_waits;
   uint64_t chunks_checked = 0;      // host chunk copies checked after the row, over ranks
   uint64_t slots_checked = 0;       // GPU slots checked after the row, over ranks
 };

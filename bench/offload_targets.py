@@ -17,7 +17,8 @@ a different build). For each group and each block size and mix, the range over i
   RQ WAIT        the scheduler thread's time runnable but not running, us per job
   TIMEOUTS       collect calls whose wait ran out (waking per job)
 (the last four from the JSON's scheduler_stalls; - in runs from before it), and per group the
-machines' steal time over the rows, a share of all their CPU time (idle included).
+machines' steal time over the rows, a share of all their CPU time (idle included), and how
+hugepin's sleeps on the report gate ended, summed (the JSON's gate_waits).
 
 and then, per group, how many protocol rows met each target:
   hugepin >= 90% of the copy engine; hugepin's overhead p99 <= 100 us; hugepin's overhead p99
@@ -73,6 +74,7 @@ def summarize(runs: list[tuple[str, dict]]) -> str:
         cells: dict[tuple, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
         met = defaultdict(lambda: [0, 0])  # target -> [rows met, rows counted]
         steal: list[float] = []
+        gate: dict[str, int] = defaultdict(int)  # hugepin's sleeps on the report gate, summed
         for run in members:
             rows = {(r["block_bytes"], r["mix"], r["path"]): r for r in run["rows"]}
             for (block, mix, path), row in rows.items():
@@ -99,6 +101,8 @@ def summarize(runs: list[tuple[str, dict]]) -> str:
                         if stalls[key] is not None:  # null: not measured (no timed job, step mode)
                             cell[column].append(scale * stalls[key])
                     steal.append(100 * stalls["steal_share"])
+                    for key, value in (stalls.get("gate_waits") or {}).items():
+                        gate[key] += value
                 if path != "hugepin":
                     continue
                 if share is not None:
@@ -131,6 +135,9 @@ def summarize(runs: list[tuple[str, dict]]) -> str:
             out.append(f"  hugepin rows with {target}: {yes} of {counted}")
         if steal:
             out.append(f"  steal time over the protocol rows: {span(steal, 2)}% of the machine's CPU time")
+        if gate:
+            out.append(f"  hugepin's sleeps on the report gate: {gate['waits']}, of which {gate['timed_out']} timed out, "
+                       f"{gate['woken_late']} woken late, {gate['no_wake']} timed out owed a wake not yet asked for")
         out.append("")
     return "\n".join(out)
 

@@ -66,6 +66,16 @@ Json or_null(const std::optional<T>& value) {
   return value ? Json(*value) : Json(nullptr);
 }
 
+// How hugepin's scheduler's sleeps on the report gate ended (session/scheduler_session.h); null in
+// the engine way's rows.
+Json gate_waits_json(const bench::OffloadRow& row) {
+  if (!row.gate_waits) return nullptr;
+  return {{"waits", row.gate_waits->waits},
+          {"timed_out", row.gate_waits->timed_out},
+          {"woken_late", row.gate_waits->woken_late},
+          {"no_wake", row.gate_waits->no_wake}};
+}
+
 // Where the slowest SEEN times went (bench/scheduler_stalls.h); null for the copy engine rows.
 Json stalls_json(const bench::OffloadRow& row) {
   if (row.path == bench::OffloadPath::kCopyEngine) return nullptr;
@@ -81,7 +91,8 @@ Json stalls_json(const bench::OffloadRow& row) {
           {"longest_outside_collect_us", row.longest_outside_collect_us},
           {"run_queue_wait_us_per_job", or_null(row.scheduler_run_queue_wait_us_per_job)},
           {"collect_timeouts", or_null(row.collect_timeouts)},
-          {"steal_share", row.steal_share}};
+          {"steal_share", row.steal_share},
+          {"gate_waits", gate_waits_json(row)}};
 }
 
 Json row_json(const bench::OffloadRow& row) {

@@ -1,5 +1,7 @@
 #include "ipc/report_gate.h"
 
+#include <cerrno>
+
 #include "base/contract.h"
 
 namespace hugepin {
@@ -67,8 +69,12 @@ GateMark ReportGate::mark() const {
           releases.load(std::memory_order_seq_cst)};
 }
 
-bool ReportGate::wait(Os& os, const GateMark& since, uint64_t gated, int64_t timeout_ns, uint64_t releases_wanted) {
+bool ReportGate::wait(Os& os, const GateMark& since, uint64_t gated, int64_t timeout_ns, uint64_t releases_wanted,
+                      GateWaitEnd* end) {
   HUGEPIN_REQUIRE(gated >= 1, "a wait for ", gated, " reports");
+  GateWaitEnd ignored;
+  GateWaitEnd& how = end != nullptr ? *end : ignored;
+  how = GateWaitEnd::kMet;
   const uint64_t target = since.posted + gated;
   const uint64_t release_target = releases_wanted > 0 ? since.releases + releases_wanted : kNoTarget;
   auto met = [&] {
@@ -91,10 +97,17 @@ bool ReportGate::wait(Os& os, const GateMark& since, uint64_t gated, int64_t tim
     const int64_t remaining = time_left(os, deadline);
     if (remaining == 0) {
       sleepers.fetch_sub(1, std::memory_order_relaxed);
+      how = GateWaitEnd::kTimedOut;
       return false;
     }
-    os.futex_wait(&word, seen, remaining);  // woken, spurious, EAGAIN, EINTR, timed out: re-check
+    // Woken, spurious, EAGAIN, EINTR, timed out: re-check.
+    const int result = os.futex_wait(&word, seen, remaining);
     sleepers.fetch_sub(1, std::memory_order_relaxed);
+    if (result == -ETIMEDOUT && met()) {
+      // Acquire: pairs with the release bump of `word` in count().
+      how = word.load(std::memory_order_acquire) != seen ? GateWaitEnd::kWokenLate : GateWaitEnd::kNoWake;
+      return true;
+    }
   }
 }
 

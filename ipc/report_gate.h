@@ -60,6 +60,19 @@ inline bool urgent_report(ReportKind kind) {
   return kind == ReportKind::kCopyFailed || kind == ReportKind::kAttach || kind == ReportKind::kDetach;
 }
 
+// How a sleeper's wait ended (ReportGate::wait). A wait whose timer fired while its target was
+// met tells a wake that was on its way (a producer had bumped the futex word, its FUTEX_WAKE not
+// yet delivered: a producer preempted between the two, a virtual CPU not running) from one not
+// yet asked for (a producer preempted between its count and its look at `sleepers`, or a fault of
+// the gate). On the development VM, 5 of 301 timed-out waits were late and none without a wake
+// (docs/performance.md).
+enum class GateWaitEnd : uint8_t {
+  kMet,        // met, by a wake or at once: returned true
+  kTimedOut,   // nothing it waited for came: returned false
+  kWokenLate,  // its timer fired, the target met, a wake issued but not delivered: returned true
+  kNoWake,     // its timer fired, the target met, no wake issued yet: returned true
+};
+
 // The counts at one moment (read before consuming: what is counted there is on the rings then).
 struct GateMark {
   uint64_t posted = 0;
@@ -106,8 +119,10 @@ struct alignas(kCacheLinePair) ReportGate {
 
   // Returns true once `gated` reports past `since` were counted, or `releases_wanted`
   // compute-releases (0: none awaited), or any urgent report or ended tally; false when
-  // `timeout_ns` (negative: no limit) passes first. REQUIRES: one sleeper at a time; gated >= 1.
-  bool wait(Os& os, const GateMark& since, uint64_t gated, int64_t timeout_ns, uint64_t releases_wanted = 0);
+  // `timeout_ns` (negative: no limit) passes first. `end`, when given, says how (GateWaitEnd).
+  // REQUIRES: one sleeper at a time; gated >= 1.
+  bool wait(Os& os, const GateMark& since, uint64_t gated, int64_t timeout_ns, uint64_t releases_wanted = 0,
+            GateWaitEnd* end = nullptr);
 
   // A scheduler that takes over from one that died: forgets that the dead one may have been
   // asleep (producers would otherwise wake nobody with a system call per report).

@@ -4,6 +4,8 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <cerrno>
+#include <functional>
 #include <memory>
 #include <random>
 #include <thread>
@@ -45,6 +47,53 @@ TEST_CASE("the sleeper's target: gated reports past the mark, or any urgent one"
   CHECK_FALSE(gate->wait(os, later, 100, kMillisecond));
   gate->count(os, 0, 1);  // a copy failed, a rank attached or left
   CHECK(gate->wait(os, later, 100, kMillisecond));
+}
+
+// A futex wait that runs `during` (what other threads do while the sleeper sleeps) and then
+// reports that its timer fired, as the kernel does when no FUTEX_WAKE reached it in time.
+class TimerFiresOs : public test::ForwardingOs {
+ public:
+  explicit TimerFiresOs(std::function<void()> during) : ForwardingOs(real_os()), during_(std::move(during)) {}
+  int futex_wait(const std::atomic<uint32_t>*, uint32_t, int64_t) override {
+    during_();
+    return -ETIMEDOUT;
+  }
+
+ private:
+  std::function<void()> during_;
+};
+
+TEST_CASE("a wait whose timer fired says whether a wake was on its way, not yet asked for, or not owed") {
+  auto gate = std::make_unique<ReportGate>();
+  GateWaitEnd end = GateWaitEnd::kMet;
+  {
+    // Nothing came: false, timed out. (The fake timer fires at once; the deadline ends the wait.)
+    TimerFiresOs os([] {});
+    CHECK_FALSE(gate->wait(os, gate->mark(), 1, kMillisecond, 0, &end));
+    CHECK(end == GateWaitEnd::kTimedOut);
+  }
+  {
+    // A producer counted, bumped the word, and its FUTEX_WAKE had not arrived: late.
+    ReportGate& g = *gate;
+    TimerFiresOs os([&g] {
+      g.posted.fetch_add(1);
+      g.word.fetch_add(1);
+    });
+    CHECK(gate->wait(os, gate->mark(), 1, kLongEnough, 0, &end));
+    CHECK(end == GateWaitEnd::kWokenLate);
+  }
+  {
+    // A producer counted and had not yet looked for sleepers: no wake asked for.
+    ReportGate& g = *gate;
+    TimerFiresOs os([&g] { g.urgent.fetch_add(1); });
+    CHECK(gate->wait(os, gate->mark(), 1000, kLongEnough, 0, &end));
+    CHECK(end == GateWaitEnd::kNoWake);
+  }
+  // Met at once: no sleep, no timer.
+  gate->count(real_os(), 1, 0);
+  const GateMark before = GateMark{};
+  CHECK(gate->wait(real_os(), before, 1, kMillisecond, 0, &end));
+  CHECK(end == GateWaitEnd::kMet);
 }
 
 TEST_CASE("which reports are urgent") {

@@ -93,7 +93,8 @@ SchedulerSession::SchedulerSession(SchedulerSession&& other) noexcept
       reports_(std::move(other.reports_)),
       gone_(std::move(other.gone_)),
       last_publish_(other.last_publish_),
-      last_watch_(other.last_watch_) {
+      last_watch_(other.last_watch_),
+      gate_waits_(other.gate_waits_) {
   other.os_ = nullptr;
 }
 
@@ -178,8 +179,18 @@ size_t SchedulerSession::wait_and_apply(int64_t timeout_ns) {
     const int64_t remaining = time_left(*os_, deadline);
     if (remaining == 0) return 0;
     const WaitTargets targets = wait_targets();
-    if (!control_.wait_for_reports(mark, targets.reports, remaining, targets.releases)) return apply_waiting();
+    GateWaitEnd end = GateWaitEnd::kMet;
+    const bool met = control_.wait_for_reports(mark, targets.reports, remaining, targets.releases, &end);
+    count_wait(end);
+    if (!met) return apply_waiting();
   }
+}
+
+void SchedulerSession::count_wait(GateWaitEnd end) {
+  ++gate_waits_.waits;
+  if (end == GateWaitEnd::kTimedOut) ++gate_waits_.timed_out;
+  if (end == GateWaitEnd::kWokenLate) ++gate_waits_.woken_late;
+  if (end == GateWaitEnd::kNoWake) ++gate_waits_.no_wake;
 }
 
 SchedulerSession::WaitTargets SchedulerSession::wait_targets() const {

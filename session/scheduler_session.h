@@ -45,6 +45,17 @@ struct SchedulerSessionOptions {
   int64_t publish_interval_ns = 100'000'000;
 };
 
+// How drain()'s sleeps on the report gate ended, counted since the session began
+// (ipc/report_gate.h: GateWaitEnd): `timed_out`, with nothing to apply; `woken_late`, the timer
+// fired while a wake was on its way; `no_wake`, the timer fired with something to apply and no
+// wake asked for yet (a producer between its count and its wake, or a fault of the gate).
+struct GateWaitCounts {
+  uint64_t waits = 0;
+  uint64_t timed_out = 0;
+  uint64_t woken_late = 0;
+  uint64_t no_wake = 0;
+};
+
 // A rank whose process was found gone, and what that cost.
 struct RankExit {
   uint32_t rank = 0;
@@ -97,6 +108,7 @@ class SchedulerSession {
   // Writes the figures for the inspector now.
   void publish();
 
+  const GateWaitCounts& gate_waits() const { return gate_waits_; }
   const OffloadScheduler& protocol() const { return scheduler_; }
   const ChunkGeometry& geometry() const { return geometry_; }
   const ArenaLayout& layout() const { return layout_; }
@@ -119,6 +131,7 @@ class SchedulerSession {
     uint64_t releases = 0;
   };
   WaitTargets wait_targets() const;
+  void count_wait(GateWaitEnd end);
   void check_processes();
   void check_heartbeats(int64_t now);
 
@@ -140,6 +153,7 @@ class SchedulerSession {
   std::vector<uint32_t> gone_;       // check_processes()'s buffer
   int64_t last_publish_ = 0;
   int64_t last_watch_ = 0;
+  GateWaitCounts gate_waits_;
 };
 
 }  // namespace hugepin

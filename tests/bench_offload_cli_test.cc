@@ -74,6 +74,16 @@ TEST_CASE("every mix has its three rows, each with its figures, and the sample v
     CHECK(stalls["collect_timeouts"].get<uint64_t>() <= 301);
     CHECK(stalls["steal_share"].get<double>() >= 0);
     CHECK(stalls["steal_share"].get<double>() < 1);
+    // How hugepin's sleeps on the report gate ended; the engine way has no gate.
+    const Json& gate = stalls["gate_waits"];
+    if (row["path"] == "engine way") {
+      CHECK(gate.is_null());
+    } else {
+      REQUIRE(gate.is_object());
+      CHECK(gate["waits"].get<uint64_t>() > 0);  // it slept until a job could settle
+      CHECK(gate["timed_out"].get<uint64_t>() + gate["woken_late"].get<uint64_t>() +
+                gate["no_wake"].get<uint64_t>() <= gate["waits"].get<uint64_t>());
+    }
     // One job in 8 timed, chosen by id: some, never all (a row settles hundreds of jobs here).
     CHECK(row["timed_jobs"].get<uint64_t>() > 0);
     CHECK(row["timed_jobs"].get<uint64_t>() < row["jobs"].get<uint64_t>());
