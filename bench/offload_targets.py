@@ -18,7 +18,7 @@ a different build). For each group and each block size and mix, the range over i
   TIMEOUTS       collect calls whose wait ran out (waking per job)
 (the last four from the JSON's scheduler_stalls; - in runs from before it), and per group the
 machines' steal time over the rows, a share of all their CPU time (idle included), and how
-hugepin's sleeps on the report gate ended, summed (the JSON's gate_waits).
+hugepin's waits on the report gate ended, summed (the JSON's gate_waits).
 
 and then, per group, how many protocol rows met each target:
   hugepin >= 90% of the copy engine; hugepin's overhead p99 <= 100 us; hugepin's overhead p99
@@ -136,8 +136,8 @@ def summarize(runs: list[tuple[str, dict]]) -> str:
         if steal:
             out.append(f"  steal time over the protocol rows: {span(steal, 2)}% of the machine's CPU time")
         if gate:
-            out.append(f"  hugepin's sleeps on the report gate: {gate['waits']}, of which {gate['timed_out']} timed out, "
-                       f"{gate['woken_late']} woken late, {gate['no_wake']} timed out owed a wake not yet asked for")
+            out.append(f"  hugepin's waits on the report gate: {gate['waits']}, of which {gate['timed_out']} timed out, "
+                       f"{gate['woken_late']} woken late, {gate['no_wake']} met at the timer with no wake asked for yet")
         out.append("")
     return "\n".join(out)
 

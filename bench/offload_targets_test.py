@@ -44,7 +44,7 @@ def main() -> int:
         header = next(line for line in lines if line.split()[:3] == ["BLOCK", "MIX", "PATH"])
         assert header.split()[-9:] == ["LATE", "BUSY", "%", "AFTER", "TO", "%", "RQ", "WAIT", "TIMEOUTS"], header
         assert any(line.strip().startswith("steal time over the protocol rows: ") for line in lines), both.stdout
-        assert any(line.strip().startswith("hugepin's sleeps on the report gate: ") for line in lines), both.stdout
+        assert any(line.strip().startswith("hugepin's waits on the report gate: ") for line in lines), both.stdout
 
         apart = run(sys.executable, SUMMARIZER, paths[0], f"other={paths[1]}")
         assert apart.returncode == 0, apart.stderr

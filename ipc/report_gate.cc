@@ -102,12 +102,14 @@ bool ReportGate::wait(Os& os, const GateMark& since, uint64_t gated, int64_t tim
     }
     // Woken, spurious, EAGAIN, EINTR, timed out: re-check.
     const int result = os.futex_wait(&word, seen, remaining);
-    sleepers.fetch_sub(1, std::memory_order_relaxed);
     if (result == -ETIMEDOUT && met()) {
-      // Acquire: pairs with the release bump of `word` in count().
+      // Still counted in `sleepers`: whatever met the target was counted while a producer could
+      // see this sleeper, and owes it a wake. Acquire: pairs with the release bump in count().
       how = word.load(std::memory_order_acquire) != seen ? GateWaitEnd::kWokenLate : GateWaitEnd::kNoWake;
+      sleepers.fetch_sub(1, std::memory_order_relaxed);
       return true;
     }
+    sleepers.fetch_sub(1, std::memory_order_relaxed);
   }
 }
 

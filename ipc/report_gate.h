@@ -60,17 +60,18 @@ inline bool urgent_report(ReportKind kind) {
   return kind == ReportKind::kCopyFailed || kind == ReportKind::kAttach || kind == ReportKind::kDetach;
 }
 
-// How a sleeper's wait ended (ReportGate::wait). A wait whose timer fired while its target was
-// met tells a wake that was on its way (a producer had bumped the futex word, its FUTEX_WAKE not
-// yet delivered: a producer preempted between the two, a virtual CPU not running) from one not
-// yet asked for (a producer preempted between its count and its look at `sleepers`, or a fault of
-// the gate). On the development VM, 5 of 301 timed-out waits were late and none without a wake
+// How a sleeper's wait ended (ReportGate::wait). When its timer fires with its target met, what
+// met it was counted while a producer could see the sleeper, and a wake is owed: the futex word
+// bumped since the sleeper read it says the wake was asked for and had not arrived (a producer
+// preempted between its bump and its FUTEX_WAKE, a virtual CPU not run in time); not bumped, that
+// it had not been asked for yet (a producer between its count and its bump, or a fault of the
+// gate). On the development VM, 5 of 301 timed-out waits were late and none unasked
 // (docs/performance.md).
 enum class GateWaitEnd : uint8_t {
-  kMet,        // met, by a wake or at once: returned true
-  kTimedOut,   // nothing it waited for came: returned false
-  kWokenLate,  // its timer fired, the target met, a wake issued but not delivered: returned true
-  kNoWake,     // its timer fired, the target met, no wake issued yet: returned true
+  kMet,        // met before its timer fired, by a wake or at once: returned true
+  kTimedOut,   // its target not met by the deadline: returned false
+  kWokenLate,  // its timer fired, the target met, the word bumped since it slept: returned true
+  kNoWake,     // its timer fired, the target met, the word not bumped: returned true
 };
 
 // The counts at one moment (read before consuming: what is counted there is on the rings then).

@@ -89,6 +89,25 @@ TEST_CASE("a wait whose timer fired says whether a wake was on its way, not yet 
     CHECK(gate->wait(os, gate->mark(), 1000, kLongEnough, 0, &end));
     CHECK(end == GateWaitEnd::kNoWake);
   }
+  {
+    // A wake that came (0), or a signal (EINTR), after the bump: met, whatever the word says.
+    for (const int result : {0, -EINTR}) {
+      CAPTURE(result);
+      ReportGate& g = *gate;
+      struct ReturnsOs : test::ForwardingOs {
+        ReturnsOs(ReportGate& gate, int result) : ForwardingOs(real_os()), gate(gate), result(result) {}
+        int futex_wait(const std::atomic<uint32_t>*, uint32_t, int64_t) override {
+          gate.posted.fetch_add(1);
+          gate.word.fetch_add(1);
+          return result;
+        }
+        ReportGate& gate;
+        int result;
+      } os(g, result);
+      CHECK(gate->wait(os, gate->mark(), 1, kLongEnough, 0, &end));
+      CHECK(end == GateWaitEnd::kMet);
+    }
+  }
   // Met at once: no sleep, no timer.
   gate->count(real_os(), 1, 0);
   const GateMark before = GateMark{};

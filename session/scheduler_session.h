@@ -45,10 +45,11 @@ struct SchedulerSessionOptions {
   int64_t publish_interval_ns = 100'000'000;
 };
 
-// How drain()'s sleeps on the report gate ended, counted since the session began
-// (ipc/report_gate.h: GateWaitEnd): `timed_out`, with nothing to apply; `woken_late`, the timer
-// fired while a wake was on its way; `no_wake`, the timer fired with something to apply and no
-// wake asked for yet (a producer between its count and its wake, or a fault of the gate).
+// How drain()'s waits on the report gate ended, counted since the session began (waits met at
+// once included; ipc/report_gate.h: GateWaitEnd): `timed_out`, the target not met by the
+// deadline; `woken_late`, the timer fired with the target met and a wake asked for, not arrived;
+// `no_wake`, the timer fired with the target met and no wake asked for yet (a producer between its
+// count and its wake, or a fault of the gate).
 struct GateWaitCounts {
   uint64_t waits = 0;
   uint64_t timed_out = 0;
