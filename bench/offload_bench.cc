@@ -70,7 +70,7 @@ class Path {
   // Sends `job` to every rank (after pinning its chunks, for hugepin); returns its id.
   virtual JobId dispatch(const cli::CacheJob& job) = 0;
   // Waits up to `timeout_ns` for progress; appends jobs that reached quorum. Returns true when
-  // the wait ran out: the whole timeout passed with nothing waking it.
+  // the wait ran out: its timer fired before anything woke it.
   virtual bool progress(int64_t timeout_ns, std::vector<Settled>* settled) = 0;
   virtual void retire(std::span<const ChunkId> chunks) = 0;
   virtual void take_reusable(std::vector<ChunkId>* out) = 0;
@@ -99,6 +99,9 @@ BenchRequest job_request(BenchOp op, JobId id, const cli::CacheJob& job) {
   return request;
 }
 
+// Sleeps on the report gate whose timer fired, with or without a wake owed.
+uint64_t timers_fired(const GateWaitCounts& waits) { return waits.timed_out + waits.woken_late + waits.no_wake; }
+
 class HugepinPath final : public Path {
  public:
   HugepinPath(SchedulerSession& session, const cli::RankProcesses& ranks, int64_t step_ns)
@@ -118,11 +121,11 @@ class HugepinPath final : public Path {
     bool waited_out = false;
     {
       ProtocolCpu::Span span{cpu};
-      // drain() says how many reports it applied, not whether its wait ran out: a drain that
-      // lasted its whole timeout did (one woken after the timeout, late, counts too).
-      const int64_t wait_start = real_os().monotonic_ns();
+      // The drain's wait ran out when the timer of a sleep on the report gate fired in it
+      // (SchedulerSession::gate_waits, whatever the gate then found).
+      const uint64_t timers_before = timers_fired(session_.gate_waits());
       reports += session_.drain(timeout_ns);
-      waited_out = timeout_ns > 0 && real_os().monotonic_ns() - wait_start >= timeout_ns;
+      waited_out = timers_fired(session_.gate_waits()) > timers_before;
       ids_.clear();
       session_.take_completed(&ids_);
       failed_.clear();
@@ -288,6 +291,13 @@ std::vector<RankThreadGroup> thread_groups(const ThreadSamples& before, const Th
   for (auto& [name, group] : groups) out.push_back(group);
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.cpu_us_per_job > b.cpu_us_per_job; });
   return out;
+}
+
+// The calling thread's time runnable but waiting for a CPU so far, in ns; none where the kernel
+// keeps no schedstat.
+std::optional<int64_t> thread_run_queue_wait_ns() {
+  const std::optional<SchedStat> stat = read_schedstat(real_os(), "/proc/thread-self/schedstat");
+  return stat ? std::optional<int64_t>(stat->wait_ns) : std::nullopt;
 }
 
 // How long the scheduler sleeps in one collect() when it wakes per job and nothing wakes it.
@@ -520,7 +530,7 @@ class OffloadRun {
       delivery_end = path.delivery_cpu_ns;
       protocol_end = path.cpu;
       sleeps_end = voluntary_switches();
-      run_queue_wait_end = thread_run_queue_wait_ns(real_os());
+      run_queue_wait_end = thread_run_queue_wait_ns();
       gate_waits_end = path.gate_waits();
       steal_end = machine_cpu_ticks(real_os());
       ranks_cpu_end = ranks_cpu_ns();
@@ -539,7 +549,7 @@ class OffloadRun {
     const int64_t delivery_before = path.delivery_cpu_ns;
     const ProtocolCpu protocol_before = path.cpu;
     const int64_t sleeps_before = voluntary_switches();
-    const std::optional<int64_t> run_queue_wait_before = thread_run_queue_wait_ns(real_os());
+    const std::optional<int64_t> run_queue_wait_before = thread_run_queue_wait_ns();
     const std::optional<GateWaitCounts> gate_waits_before = path.gate_waits();
     const MachineCpuTicks steal_before = machine_cpu_ticks(real_os());
     const int64_t ranks_cpu_before = ranks_cpu_ns();
@@ -617,17 +627,10 @@ class OffloadRun {
       std::vector<std::string> tids;
       if (real_os().list_dir(task, &tids) != 0) continue;
       for (const std::string& tid : tids) {
-        std::string schedstat;
+        const std::optional<SchedStat> stat = read_schedstat(real_os(), cat(task, "/", tid, "/schedstat"));
         std::string comm;
-        if (real_os().read_file(cat(task, "/", tid, "/schedstat"), &schedstat) != 0 ||
-            real_os().read_file(cat(task, "/", tid, "/comm"), &comm) != 0) {
-          continue;
-        }
-        ThreadSample sample;
-        sample.group = thread_group(comm);
-        std::istringstream fields(schedstat);
-        if (!(fields >> sample.run_ns >> sample.wait_ns)) continue;
-        samples.emplace(cat(ranks_.pid(rank), "/", tid), sample);
+        if (!stat || real_os().read_file(cat(task, "/", tid, "/comm"), &comm) != 0) continue;
+        samples.emplace(cat(ranks_.pid(rank), "/", tid), ThreadSample{thread_group(comm), stat->run_ns, stat->wait_ns});
       }
     }
     return samples;

@@ -40,13 +40,13 @@ std::optional<CollectSpan> CollectSpans::span_at(int64_t at) const {
   return *it;
 }
 
-std::optional<int64_t> thread_run_queue_wait_ns(Os& os) {
+std::optional<SchedStat> read_schedstat(Os& os, const std::string& path) {
   std::string schedstat;
-  if (os.read_file("/proc/thread-self/schedstat", &schedstat) != 0) return std::nullopt;
+  if (os.read_file(path, &schedstat) != 0) return std::nullopt;
   std::istringstream fields(schedstat);
-  int64_t run_ns = 0, wait_ns = 0;
-  if (!(fields >> run_ns >> wait_ns)) return std::nullopt;
-  return wait_ns;
+  SchedStat stat;
+  if (!(fields >> stat.run_ns >> stat.wait_ns)) return std::nullopt;
+  return stat;
 }
 
 MachineCpuTicks machine_cpu_ticks(Os& os) {

@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "base/os.h"
@@ -50,9 +51,14 @@ class CollectSpans {
   std::vector<CollectSpan> spans_;
 };
 
-// The calling thread's time spent runnable but waiting for a CPU so far, in ns
-// (/proc/thread-self/schedstat); nothing when the kernel does not keep it.
-std::optional<int64_t> thread_run_queue_wait_ns(Os& os);
+// A thread's time on a CPU and runnable but waiting for one so far, in ns, from its schedstat file
+// (/proc/thread-self/schedstat, /proc/PID/task/TID/schedstat); none when it cannot be read (the
+// thread is gone, or the kernel keeps no schedstat).
+struct SchedStat {
+  int64_t run_ns = 0;
+  int64_t wait_ns = 0;
+};
+std::optional<SchedStat> read_schedstat(Os& os, const std::string& path);
 
 // The machine's CPU time so far, all CPUs, idle included, in USER_HZ ticks (/proc/stat): `steal`
 // is the time a hypervisor ran something else while this machine's virtual CPUs wanted to run.

@@ -55,10 +55,10 @@ TEST_CASE("steal comes from /proc/stat's cpu line, the run-queue wait from the t
   test::TempDir dir;
   std::unique_ptr<Os> os = make_rooted_os(dir.path());
   // Nothing to read: nothing, not an error (and no steal).
-  CHECK(!thread_run_queue_wait_ns(*os));
+  CHECK(!read_schedstat(*os, "/proc/thread-self/schedstat"));
   CHECK(machine_cpu_ticks(*os).total == 0);
   write(dir.path() + "/proc/thread-self/schedstat", "123456 7890 42\n");
-  CHECK(thread_run_queue_wait_ns(*os) == 7890);
+  CHECK(read_schedstat(*os, "/proc/thread-self/schedstat")->wait_ns == 7890);
   // user nice system idle iowait irq softirq steal guest guest_nice
   write(dir.path() + "/proc/stat", "cpu  100 0 50 800 10 5 5 30 20 0\ncpu0 1 2 3 4 5 6 7 8 9 10\n");
   const MachineCpuTicks before = machine_cpu_ticks(*os);

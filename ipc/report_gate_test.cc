@@ -50,17 +50,20 @@ TEST_CASE("the sleeper's target: gated reports past the mark, or any urgent one"
 }
 
 // A futex wait that runs `during` (what other threads do while the sleeper sleeps) and then
-// reports that its timer fired, as the kernel does when no FUTEX_WAKE reached it in time.
-class TimerFiresOs : public test::ForwardingOs {
+// returns `result`: by default that its timer fired, as the kernel does when no FUTEX_WAKE reached
+// it in time.
+class ScriptedFutexOs : public test::ForwardingOs {
  public:
-  explicit TimerFiresOs(std::function<void()> during) : ForwardingOs(real_os()), during_(std::move(during)) {}
+  explicit ScriptedFutexOs(std::function<void()> during, int result = -ETIMEDOUT)
+      : ForwardingOs(real_os()), during_(std::move(during)), result_(result) {}
   int futex_wait(const std::atomic<uint32_t>*, uint32_t, int64_t) override {
     during_();
-    return -ETIMEDOUT;
+    return result_;
   }
 
  private:
   std::function<void()> during_;
+  int result_;
 };
 
 TEST_CASE("a wait whose timer fired says whether a wake was on its way, not yet asked for, or not owed") {
@@ -68,14 +71,14 @@ TEST_CASE("a wait whose timer fired says whether a wake was on its way, not yet 
   GateWaitEnd end = GateWaitEnd::kMet;
   {
     // Nothing came: false, timed out. (The fake timer fires at once; the deadline ends the wait.)
-    TimerFiresOs os([] {});
+    ScriptedFutexOs os([] {});
     CHECK_FALSE(gate->wait(os, gate->mark(), 1, kMillisecond, 0, &end));
     CHECK(end == GateWaitEnd::kTimedOut);
   }
   {
     // A producer counted, bumped the word, and its FUTEX_WAKE had not arrived: late.
     ReportGate& g = *gate;
-    TimerFiresOs os([&g] {
+    ScriptedFutexOs os([&g] {
       g.posted.fetch_add(1);
       g.word.fetch_add(1);
     });
@@ -85,7 +88,7 @@ TEST_CASE("a wait whose timer fired says whether a wake was on its way, not yet 
   {
     // A producer counted and had not yet looked for sleepers: no wake asked for.
     ReportGate& g = *gate;
-    TimerFiresOs os([&g] { g.urgent.fetch_add(1); });
+    ScriptedFutexOs os([&g] { g.urgent.fetch_add(1); });
     CHECK(gate->wait(os, gate->mark(), 1000, kLongEnough, 0, &end));
     CHECK(end == GateWaitEnd::kNoWake);
   }
@@ -94,16 +97,12 @@ TEST_CASE("a wait whose timer fired says whether a wake was on its way, not yet 
     for (const int result : {0, -EINTR}) {
       CAPTURE(result);
       ReportGate& g = *gate;
-      struct ReturnsOs : test::ForwardingOs {
-        ReturnsOs(ReportGate& gate, int result) : ForwardingOs(real_os()), gate(gate), result(result) {}
-        int futex_wait(const std::atomic<uint32_t>*, uint32_t, int64_t) override {
-          gate.posted.fetch_add(1);
-          gate.word.fetch_add(1);
-          return result;
-        }
-        ReportGate& gate;
-        int result;
-      } os(g, result);
+      ScriptedFutexOs os(
+          [&g] {
+            g.posted.fetch_add(1);
+            g.word.fetch_add(1);
+          },
+          result);
       CHECK(gate->wait(os, gate->mark(), 1, kLongEnough, 0, &end));
       CHECK(end == GateWaitEnd::kMet);
     }
