@@ -321,6 +321,7 @@ class OffloadRun {
                                    gpu_blocks(),
                                    options_.poll_interval_ns,
                                    options_.completion_poll_ns,
+                                   options_.spin,
                                    options_.time_every};
           run_offload_worker(setup);
         }) {

@@ -77,6 +77,10 @@ struct OffloadBenchOptions {
   // The ranks' CUDA engines: 0, completion calls wait asleep on their events; > 0, they poll
   // them this often (CopyEngineOptions::completion_poll_ns).
   int64_t completion_poll_ns = 0;
+  // Both protocol rows' ranks look at their copies' events back to back while any is out, instead
+  // of sleeping between looks (hugepin: CopyEngineOptions::completion_spin; the engine way: ppoll
+  // with no timeout): a CPU core per rank while copies are out, for the shortest LANDED.
+  bool spin = false;
   // How the protocol rows' scheduler learns of settled jobs. 0: it sleeps until one can settle
   // (hugepin: drain with a timeout, on the report gate; engine way: ppoll on the sockets). > 0: it
   // looks once every this many ns without waiting (drain(0); ppoll with no timeout), as an engine

@@ -10,10 +10,12 @@
 #include <optional>
 #include <random>
 
+#include "base/os.h"
 #include "base/parallel.h"
 #include "bench/offload_messages.h"
 #include "cli/engine/device_kv.h"
 #include "cli/engine/kv_stamp.h"
+#include "dma/copy_engine.h"
 #include "session/worker_session.h"
 
 namespace hugepin::bench {
@@ -40,6 +42,7 @@ WorkerSessionOptions worker_options(const OffloadWorkerSetup& setup) {
   options.time_copies = true;
   options.time_copies_every = setup.time_every;
   options.engine.completion_poll_ns = setup.completion_poll_ns;
+  options.engine.completion_spin = setup.spin;
   return options;
 }
 
@@ -57,10 +60,15 @@ class OffloadWorker {
   }
 
   void run() {
+    // The engines' way sleeps poll_interval_ns between looks at its events: with the kernel's
+    // default timer slack (50 us) each sleep could run 50 us longer than asked, which hugepin's
+    // polling threads do not pay (kCompletionPollSlackNs). A failure leaves the default.
+    (void)real_os().set_timer_slack_ns(kCompletionPollSlackNs);
     pollfd fds[2] = {{setup_.channel, POLLIN, 0}, {session_.completion_fd(), POLLIN, 0}};
     for (BenchRequest request;;) {
-      // The engines' way polls its events while any is out; otherwise sleep until something comes.
-      const timespec poll_every{0, setup_.poll_interval_ns};
+      // The engines' way polls its events while any is out (spinning: without sleeping between);
+      // otherwise sleep until something comes.
+      const timespec poll_every{0, setup_.spin ? 0 : setup_.poll_interval_ns};
       ::ppoll(fds, 2, engine_jobs_.empty() ? nullptr : &poll_every, nullptr);
       uint64_t landed = 0;
       if (::read(fds[1].fd, &landed, sizeof landed) > 0) session_.take_finished(&finished_);

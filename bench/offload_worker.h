@@ -18,6 +18,7 @@ struct OffloadWorkerSetup {
   uint64_t gpu_blocks = 0;
   int64_t poll_interval_ns = 50'000;  // the engines' way: how often a waiting rank checks its events
   int64_t completion_poll_ns = 0;     // CopyEngineOptions::completion_poll_ns
+  bool spin = false;                  // OffloadBenchOptions::spin
   uint32_t time_every = 1;            // OffloadBenchOptions::time_every
 };
 

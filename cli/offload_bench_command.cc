@@ -160,6 +160,7 @@ int run(OffloadArgs& args) {
                 {"blocks_per_chunk", options.blocks_per_chunk},
                 {"poll_us", args.poll_us},
                 {"completion_poll_us", completion_poll_us},
+                {"spin", options.spin},
                 {"collect_every_us", args.collect_every_us},
                 {"keep_free", options.keep_free_share},
                 {"time_every", options.time_every},
@@ -174,7 +175,9 @@ int run(OffloadArgs& args) {
             << (result.gpu ? cat("on ", result.gpus, " GPU(s)") : std::string("with host memcpy (no GPU)")) << ", "
             << options.jobs_in_flight << " jobs of " << options.chunks_per_job << " chunks x "
             << options.blocks_per_chunk << " blocks in flight, " << options.seconds << " s per row\n";
-  if (result.gpu) {
+  if (result.gpu && options.spin) {
+    std::cout << "copy events asked back to back by both rows' ranks (--spin: a core per rank while copies are out)\n";
+  } else if (result.gpu) {
     std::cout << "copy events polled every " << args.poll_us << " us by the engine way's ranks, "
               << (completion_poll_us > 0 ? cat("every ", completion_poll_us, " us") : std::string("waited on asleep"))
               << " by hugepin's\n";
@@ -256,6 +259,10 @@ void add_offload_bench_command(CLI::App& bench, Context& context) {
                       "hugepin's ranks: microseconds between polls of a job's copy event (0: wait asleep; "
                       "default: --poll-us)")
       ->check(CLI::Range(0.0, 100000.0));
+  offload->add_flag("--spin", o.spin,
+                    "Both rows' ranks look at their copy events back to back while any is out, instead of "
+                    "sleeping between looks (a CPU core per rank while copies are out; --poll-us and "
+                    "--completion-poll-us are then not used)");
   offload->add_option("--collect-every-us", args->collect_every_us,
                       "The scheduler looks for settled jobs once every this many microseconds without waiting, "
                       "as an engine does once per step (0, the default: it sleeps until a job can settle)")

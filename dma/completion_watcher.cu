@@ -10,13 +10,29 @@
 
 namespace hugepin {
 
+namespace {
+
+void cpu_pause() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield" ::: "memory");
+#endif
+}
+
+}  // namespace
+
 CompletionWatcher::~CompletionWatcher() {
   {
     std::lock_guard lock(mutex_);
     stopping_ = true;
   }
+  asker_wake_.notify_all();
   for (auto& queue : queues_) queue->wake.notify_all();
-  for (auto& queue : queues_) queue->thread.join();
+  if (asker_.joinable()) asker_.join();
+  for (auto& queue : queues_) {
+    if (queue->thread.joinable()) queue->thread.join();
+  }
   for (cudaEvent_t event : spare_events_) cudaEventDestroy(event);
 }
 
@@ -31,21 +47,32 @@ void CompletionWatcher::add(cudaStream_t stream, Call fn, void* context) {
   Queue& queue = queue_for(stream);
   queue.pending.push_back({event, fn, context});
   lock.unlock();
-  queue.wake.notify_one();
+  if (asks()) {
+    asker_wake_.notify_one();
+  } else {
+    queue.wake.notify_one();
+  }
 }
 
 CompletionWatcher::Queue& CompletionWatcher::queue_for(cudaStream_t stream) {
   for (auto& queue : queues_) {
     if (queue->stream == stream) return *queue;
   }
-  if (queues_.size() == kMaxThreads) return *queues_[std::hash<cudaStream_t>{}(stream) % kMaxThreads];
+  if (queues_.size() == kMaxQueues) return *queues_[std::hash<cudaStream_t>{}(stream) % kMaxQueues];
   queues_.push_back(std::make_unique<Queue>());
   Queue& queue = *queues_.back();
   queue.stream = stream;
-  queue.thread = std::thread([this, &queue] {
-    name_this_thread("hugepin-landed");
-    run(queue);
-  });
+  if (!asks()) {
+    queue.thread = std::thread([this, &queue] {
+      name_this_thread("hugepin-landed");
+      sleep_on_events(queue);
+    });
+  } else if (!asker_.joinable()) {
+    asker_ = std::thread([this] {
+      name_this_thread("hugepin-landed");
+      ask_events();
+    });
+  }
   return queue;
 }
 
@@ -58,43 +85,86 @@ cudaEvent_t CompletionWatcher::take_event() {
   // Only a thread that sleeps on its events needs them blocking-sync. A blocking-sync event has the
   // driver's event thread (cuda-EvtHandlr) woken each time one fires: on the H200 host that thread
   // used 92-228 us of CPU per job of `hugepin bench offload` whose events were only polled.
-  const unsigned flags = cudaEventDisableTiming | (poll_ns_ > 0 ? 0u : cudaEventBlockingSync);
+  const unsigned flags = cudaEventDisableTiming | (asks() ? 0u : cudaEventBlockingSync);
   cudaEvent_t event = nullptr;
   check_cuda(cudaEventCreateWithFlags(&event, flags), "creating a completion event");
   return event;
 }
 
-void CompletionWatcher::run(Queue& queue) {
+void CompletionWatcher::prepare_thread() const {
   // The runtime's current device is per thread: this one's should be the engine's. An event
   // waits on its own device whatever the current one is, so a failure here changes nothing below.
   (void)cudaSetDevice(device_);
   // A polling thread sleeps tens of microseconds at a time: the kernel's default slack (50 us)
   // would stretch each sleep by more than the sleep itself. A failure leaves the default (slower
   // calls, nothing wrong).
-  if (poll_ns_ > 0) (void)real_os().set_timer_slack_ns(kPollSlackNs);
+  if (poll_ns_ > 0) (void)real_os().set_timer_slack_ns(kCompletionPollSlackNs);
+}
+
+void CompletionWatcher::finish(Queue& queue, const Pending& done, bool fired) {
+  // An error (the work before the event failed, or the device is gone) means that work will not
+  // run any more: the call runs now, and says so.
+  if (!fired) (void)cudaGetLastError();
+  done.fn(done.context, fired ? 0 : EIO);
+  std::lock_guard lock(mutex_);
+  queue.pending.pop_front();
+  spare_events_.push_back(done.event);
+}
+
+void CompletionWatcher::sleep_on_events(Queue& queue) {
+  prepare_thread();
   std::unique_lock lock(mutex_);
   for (;;) {
     queue.wake.wait(lock, [&] { return stopping_ || !queue.pending.empty(); });
     if (queue.pending.empty()) return;  // stopping, and nothing left to run
     const Pending next = queue.pending.front();
     lock.unlock();
-    // An error (the work before the event failed, or the device is gone) means that work will not
-    // run any more: the call runs now, and says so.
-    const bool fired = wait_for(next.event);
-    if (!fired) (void)cudaGetLastError();
-    next.fn(next.context, fired ? 0 : EIO);
+    finish(queue, next, cudaEventSynchronize(next.event) == cudaSuccess);
     lock.lock();
-    queue.pending.pop_front();
-    spare_events_.push_back(next.event);
   }
 }
 
-bool CompletionWatcher::wait_for(cudaEvent_t event) const {
-  if (poll_ns_ <= 0) return cudaEventSynchronize(event) == cudaSuccess;  // asleep until it fires
+bool CompletionWatcher::run_fired(Queue& queue, std::unique_lock<std::mutex>& lock) {
+  bool ran = false;
+  while (!queue.pending.empty()) {
+    // Only this thread takes calls off a queue, so the oldest stays put while the lock is dropped.
+    const Pending oldest = queue.pending.front();
+    lock.unlock();
+    const cudaError_t state = cudaEventQuery(oldest.event);
+    if (state == cudaErrorNotReady) {
+      lock.lock();
+      return ran;
+    }
+    finish(queue, oldest, state == cudaSuccess);
+    lock.lock();
+    ran = true;
+  }
+  return ran;
+}
+
+void CompletionWatcher::ask_events() {
+  prepare_thread();
+  std::unique_lock lock(mutex_);
   for (;;) {
-    const cudaError_t state = cudaEventQuery(event);
-    if (state != cudaErrorNotReady) return state == cudaSuccess;
-    std::this_thread::sleep_for(std::chrono::nanoseconds(poll_ns_));
+    const auto waiting = [&] {
+      for (const auto& queue : queues_) {
+        if (!queue->pending.empty()) return true;
+      }
+      return false;
+    };
+    asker_wake_.wait(lock, [&] { return stopping_ || waiting(); });
+    if (!waiting()) return;  // stopping, and nothing left to run
+    bool ran = false;
+    // By index: add() may grow queues_ while the lock is dropped (the queues themselves stay put).
+    for (size_t i = 0; i < queues_.size(); ++i) ran |= run_fired(*queues_[i], lock);
+    if (ran || !waiting()) continue;
+    lock.unlock();
+    if (spin_) {
+      for (int i = 0; i < kSpinPauses; ++i) cpu_pause();
+    } else {
+      std::this_thread::sleep_for(std::chrono::nanoseconds(poll_ns_));
+    }
+    lock.lock();
   }
 }
 

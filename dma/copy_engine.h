@@ -32,6 +32,10 @@ std::string_view backend_name(CopyBackend backend);
 // Parses "auto", "dma-batch", "dma-per-block", "sm", "sm-bulk", "host". Throws Error naming text.
 CopyBackend parse_backend(std::string_view text);
 
+// The timer slack (prctl(PR_SET_TIMERSLACK)) of a thread that polls copy events, sleeping between
+// polls: the kernel's default, 50 us, would stretch each sleep by more than the sleep itself.
+inline constexpr uint64_t kCompletionPollSlackNs = 1000;
+
 struct CopyEngineOptions {
   int device = 0;
   // The SM kernels run on at most this many thread blocks (one SM each at most).
@@ -84,6 +88,10 @@ struct CopyEngineOptions {
   // H200 host, with four rank processes on one GPU, polling every 50 us used 0.6-1.2x the CPU per
   // job of sleeping, and `hugepin bench offload` moved 1-10 points more of the copy engine's rate.
   int64_t completion_poll_ns = 0;
+  // CUDA engine: true, the engine's thread asks the events back to back while calls wait, with no
+  // sleep between (completion_poll_ns is then not read): a call runs within a query's time of its
+  // copies ending, for a CPU core kept busy while any call waits, and nothing while none does.
+  bool completion_spin = false;
 };
 
 class CopyCompletion {

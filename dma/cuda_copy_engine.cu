@@ -248,7 +248,7 @@ class CudaCopyEngine final : public CopyEngine {
     check_cuda(cudaEventCreate(&candidate_event_), "creating a timing event");
     if (aligned_) upload_views();
     calibrate();
-    watcher_.emplace(options_.device, options_.completion_poll_ns);
+    watcher_.emplace(options_.device, options_.completion_poll_ns, options_.completion_spin);
   }
 
   ~CudaCopyEngine() override {

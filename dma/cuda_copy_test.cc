@@ -174,13 +174,19 @@ void note_call(void* context, int error) {
 
 }  // namespace
 
-TEST_CASE("completion calls run once each, after their copies have landed, in order, none lost when the engine goes") {
+TEST_CASE("completion calls run once each, after their copies have landed, in order per stream, none lost when the "
+          "engine goes") {
   Fixture& f = *g_fixture;
   constexpr uint64_t kBlock = 64 * kKiB;
   constexpr int kJobs = 8;
   CopyEngineOptions options = f.engine_options();
   SUBCASE("waiting asleep on each event") { options.completion_poll_ns = 0; }
   SUBCASE("polling each event every 20 us") { options.completion_poll_ns = 20'000; }
+  SUBCASE("asking back to back") { options.completion_spin = true; }
+  // Odd jobs go on a stream of the caller's: its calls keep their own order, whichever of the two
+  // streams finishes first (one thread serves both when polling or spinning, one each asleep).
+  cudaStream_t caller_stream = nullptr;
+  cuda_ok(cudaStreamCreateWithFlags(&caller_stream, cudaStreamNonBlocking), "creating a stream");
   auto engine = make_cuda_copy_engine(f.views(kBlock), options);
   std::vector<std::byte> source(kRegionBytes);
   fill_random(source, 7);
@@ -200,17 +206,24 @@ TEST_CASE("completion calls run once each, after their copies have landed, in or
       const uint64_t at = offset + job * per_job * kBlock;
       calls[job].spans.push_back({f.host() + at, source.data() + at});
     }
-    engine->enqueue(Direction::kDeviceToHost, pairs, CopyBackend::kDmaBatch, nullptr);
-    engine->when_done(Direction::kDeviceToHost, nullptr, &note_call, &calls[job]);
+    void* stream = job % 2 == 0 ? nullptr : caller_stream;
+    engine->enqueue(Direction::kDeviceToHost, pairs, CopyBackend::kDmaBatch, stream);
+    engine->when_done(Direction::kDeviceToHost, stream, &note_call, &calls[job]);
   }
   engine.reset();  // the calls not run yet run now, each after its copies
+  cuda_ok(cudaStreamDestroy(caller_stream), "destroying a stream");
   REQUIRE(log.order.size() == kJobs);
-  for (int job = 0; job < kJobs; ++job) {
+  int last_seen[2] = {-1, -1};  // per stream, the job of the last call seen
+  for (size_t i = 0; i < log.order.size(); ++i) {
+    const int job = log.order[i];
     CAPTURE(job);
-    CHECK(log.order[job] == job);
-    CHECK(log.landed[job]);
-    CHECK(log.errors[job] == 0);
+    CHECK(job > last_seen[job % 2]);
+    last_seen[job % 2] = job;
+    CHECK(log.landed[i]);
+    CHECK(log.errors[i] == 0);
   }
+  CHECK(last_seen[0] == kJobs - 2);
+  CHECK(last_seen[1] == kJobs - 1);
 }
 
 TEST_CASE("every backend moves exactly the right bytes at every block size") {
