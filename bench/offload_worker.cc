@@ -109,15 +109,20 @@ class OffloadWorker {
   }
 
   // The engines' way: the copy and its event, found done by polling, reported over the socket.
-  // Timing marks around the jobs the session would time too (copies_timed: the same ids).
+  // Timing marks around the jobs the session would time too (copies_timed: the same ids); a timed
+  // job's end mark is also its event, as in vLLM's handler and in hugepin's session
+  // (CopyEngine::when_reached): one point on the stream after the copies in both rows.
   void launch_engine_job(const BenchRequest& request) {
     CopyEngine& engine = session_.engine();
     const Direction direction = request.store ? Direction::kDeviceToHost : Direction::kHostToDevice;
     const std::vector<BlockPair> pairs = pairs_of(request);
-    const bool timed = copies_timed(request.job, setup_.time_every);
-    const uint64_t start = timed ? engine.mark(direction, nullptr) : 0;
-    std::unique_ptr<CopyCompletion> done = engine.launch(direction, pairs);
-    engine_jobs_.push_back({request.job, std::move(done), start, timed ? engine.mark(direction, nullptr) : 0});
+    if (!copies_timed(request.job, setup_.time_every)) {
+      engine_jobs_.push_back({request.job, engine.launch(direction, pairs), 0, 0});
+      return;
+    }
+    const uint64_t start = engine.mark(direction, nullptr);
+    engine.enqueue(direction, pairs, CopyBackend::kAuto, nullptr);
+    engine_jobs_.push_back({request.job, nullptr, start, engine.mark(direction, nullptr)});
   }
 
   // Reports every job found done, then reads the timed ones' marks (span() may wait for an end
@@ -130,7 +135,7 @@ class OffloadWorker {
     timed_done_.clear();
     // Each direction has its own stream: look at every job, not only the oldest.
     for (auto it = engine_jobs_.begin(); it != engine_jobs_.end() && reply.count < kMaxTimingsPerPacket;) {
-      if (!it->done->done()) {
+      if (!(it->done ? it->done->done() : session_.engine().reached(it->end))) {
         ++it;
         continue;
       }
@@ -246,7 +251,7 @@ class OffloadWorker {
 
   struct EngineJob {
     uint64_t job;
-    std::unique_ptr<CopyCompletion> done;
+    std::unique_ptr<CopyCompletion> done;  // null when timed: the end mark tells
     uint64_t start;
     uint64_t end;  // 0: not timed
   };

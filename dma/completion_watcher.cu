@@ -37,6 +37,8 @@ CompletionWatcher::~CompletionWatcher() {
 }
 
 void CompletionWatcher::add(cudaStream_t stream, Call fn, void* context) {
+  // Recorded and queued under one hold of the lock: calls on a stream queue in the order of their
+  // events there, whichever threads add them.
   std::unique_lock lock(mutex_);
   cudaEvent_t event = take_event();
   const cudaError_t recorded = cudaEventRecord(event, stream);
@@ -44,8 +46,21 @@ void CompletionWatcher::add(cudaStream_t stream, Call fn, void* context) {
     spare_events_.push_back(event);
     check_cuda(recorded, "recording a completion event");
   }
+  queue_locked(stream, {event, fn, context, /*borrowed=*/false}, lock);
+}
+
+void CompletionWatcher::add_after(cudaStream_t stream, cudaEvent_t recorded, Call fn, void* context) {
+  if (!asks()) {
+    add(stream, fn, context);
+    return;
+  }
+  std::unique_lock lock(mutex_);
+  queue_locked(stream, {recorded, fn, context, /*borrowed=*/true}, lock);
+}
+
+void CompletionWatcher::queue_locked(cudaStream_t stream, const Pending& pending, std::unique_lock<std::mutex>& lock) {
   Queue& queue = queue_for(stream);
-  queue.pending.push_back({event, fn, context});
+  queue.pending.push_back(pending);
   lock.unlock();
   if (asks()) {
     asker_wake_.notify_one();
@@ -108,7 +123,7 @@ void CompletionWatcher::finish(Queue& queue, const Pending& done, bool fired) {
   done.fn(done.context, fired ? 0 : EIO);
   std::lock_guard lock(mutex_);
   queue.pending.pop_front();
-  spare_events_.push_back(done.event);
+  if (!done.borrowed) spare_events_.push_back(done.event);
 }
 
 void CompletionWatcher::sleep_on_events(Queue& queue) {

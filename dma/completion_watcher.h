@@ -69,6 +69,11 @@ class CompletionWatcher {
   // Records an event on `stream` and queues fn(context) behind it. Throws Error, having queued
   // nothing, when the event cannot be created or recorded.
   void add(cudaStream_t stream, Call fn, void* context);
+  // As add(), behind `recorded`, an event of the caller's already recorded on `stream` (after the
+  // events of the calls queued there before): it stays the caller's, unchanged, and must outlive the
+  // call. Asleep, an event of the watcher's is recorded on `stream` now instead (the caller's may
+  // not be blocking-sync, and a thread would then spin on it).
+  void add_after(cudaStream_t stream, cudaEvent_t recorded, Call fn, void* context);
 
   // True when one thread asks every stream's events (polling or spinning), false when each stream's
   // thread sleeps on them.
@@ -79,6 +84,7 @@ class CompletionWatcher {
     cudaEvent_t event;
     Call fn;
     void* context;
+    bool borrowed;  // the caller's (add_after): not the watcher's to reuse
   };
   struct Queue {
     cudaStream_t stream = nullptr;  // the first stream that used it
@@ -87,6 +93,8 @@ class CompletionWatcher {
     std::thread thread;            // asleep: the queue's own thread
   };
 
+  // Under mutex_, held by `lock`: queues `pending`, drops the lock and wakes the thread that serves it.
+  void queue_locked(cudaStream_t stream, const Pending& pending, std::unique_lock<std::mutex>& lock);
   Queue& queue_for(cudaStream_t stream);  // under mutex_; starts the thread that serves it when new
   cudaEvent_t take_event();               // under mutex_
   void prepare_thread() const;            // on a watcher thread, before it waits for events

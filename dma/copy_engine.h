@@ -142,6 +142,17 @@ class CopyEngine {
   };
   virtual uint64_t mark(Direction direction, void* stream) = 0;
   virtual MarkSpan span(uint64_t start, uint64_t end) = 0;
+  // As when_done(), but behind `mark` (from mark(), not yet read by span(); call span() on it only
+  // after fn ran): fn runs once the work enqueued on the mark's stream before the mark has
+  // completed. A timed job's end mark then also tells that its copies landed, with no second
+  // point on the stream after them (each point after the copies was measured to add tens of us
+  // with four processes under MPS on the H200 host, docs/performance.md). Engines that wait
+  // asleep (CopyEngineOptions::completion_poll_ns 0) record a point of their own after the mark.
+  // Throws Error for an unknown mark.
+  virtual void when_reached(uint64_t mark, CompletionCall fn, void* context) = 0;
+  // Non-blocking: true once the work enqueued on the mark's stream before `mark` has completed;
+  // the mark stays for span(). Throws Error for an unknown mark, or when that work failed.
+  virtual bool reached(uint64_t mark) = 0;
   // Waits for everything launched so far (the preemption flush of the worker seed).
   virtual void synchronize() = 0;
   // The backend kAuto picks for this engine's views in `direction`.

@@ -263,7 +263,7 @@ class CudaCopyEngine final : public CopyEngine {
     // for the whole device before freeing them (an engine goes rarely; its caller's compute waits).
     (void)cudaDeviceSynchronize();
     for (ResidentViews& resident : resident_views_) cudaFree(resident.device);
-    for (auto& [id, event] : marks_) spare_events_.push_back(event);
+    for (auto& [id, mark] : marks_) spare_events_.push_back(mark.event);
     for (cudaEvent_t event : spare_events_) cudaEventDestroy(event);
     if (origin_event_ != nullptr) cudaEventDestroy(origin_event_);
     if (candidate_event_ != nullptr) cudaEventDestroy(candidate_event_);
@@ -343,26 +343,46 @@ class CudaCopyEngine final : public CopyEngine {
       spare_events_.push_back(event);
       check_cuda(recorded, "recording a timing event");
     }
-    marks_.emplace(++last_mark_, event);
+    marks_.emplace(++last_mark_, Mark{event, stream_for(direction, caller_stream)});
     return last_mark_;
+  }
+
+  void when_reached(uint64_t mark, CompletionCall fn, void* context) override {
+    const Mark& found = find_mark(mark);
+    check_cuda(cudaSetDevice(options_.device), cat("selecting GPU ", options_.device));
+    try {
+      watcher_->add_after(found.stream, found.event, fn, context);
+    } catch (...) {
+      wait_out(found.stream);
+      throw;
+    }
+  }
+
+  bool reached(uint64_t mark) override {
+    const cudaError_t state = cudaEventQuery(find_mark(mark).event);
+    if (state == cudaErrorNotReady) return false;
+    check_cuda(state, "asking whether a copy's end mark was reached");
+    return true;
   }
 
   MarkSpan span(uint64_t start, uint64_t end) override {
     auto first = marks_.find(start);
     auto last = marks_.find(end);
     if (first == marks_.end() || last == marks_.end()) throw Error(cat("no timing marks ", start, " and ", end));
+    const cudaEvent_t first_event = first->second.event;
+    const cudaEvent_t last_event = last->second.event;
     float elapsed_ms = 0;
     float since_origin_ms = 0;
     // A completion call may run before the driver marks the events before it complete
     // (cudaEventElapsedTime then says cudaErrorNotReady): wait for the end mark, which has landed
     // or is about to, and with it for the start mark queued before it on the same stream.
-    check_cuda(cudaEventSynchronize(last->second), "waiting for a copy's end mark");
+    check_cuda(cudaEventSynchronize(last_event), "waiting for a copy's end mark");
     if (real_os().monotonic_ns() - origin_ns_ > kCalibrationAgeNs) calibrate();
-    check_cuda(cudaEventElapsedTime(&elapsed_ms, first->second, last->second), "reading a copy's GPU time");
-    check_cuda(cudaEventElapsedTime(&since_origin_ms, origin_event_, last->second), "reading a copy's GPU time");
+    check_cuda(cudaEventElapsedTime(&elapsed_ms, first_event, last_event), "reading a copy's GPU time");
+    check_cuda(cudaEventElapsedTime(&since_origin_ms, origin_event_, last_event), "reading a copy's GPU time");
     const MarkSpan result{static_cast<int64_t>(elapsed_ms * 1e6), origin_ns_ + static_cast<int64_t>(since_origin_ms * 1e6)};
-    spare_events_.push_back(first->second);
-    spare_events_.push_back(last->second);
+    spare_events_.push_back(first_event);
+    spare_events_.push_back(last_event);
     marks_.erase(first);
     marks_.erase(last);
     return result;
@@ -560,7 +580,16 @@ class CudaCopyEngine final : public CopyEngine {
   cudaEvent_t origin_event_ = nullptr;
   cudaEvent_t candidate_event_ = nullptr;  // calibrate()'s next try
   int64_t origin_ns_ = 0;
-  std::unordered_map<uint64_t, cudaEvent_t> marks_;
+  struct Mark {
+    cudaEvent_t event;
+    cudaStream_t stream;  // where it was recorded
+  };
+  const Mark& find_mark(uint64_t mark) const {
+    auto found = marks_.find(mark);
+    if (found == marks_.end()) throw Error(cat("no timing mark ", mark));
+    return found->second;
+  }
+  std::unordered_map<uint64_t, Mark> marks_;
   std::vector<cudaEvent_t> spare_events_;
   uint64_t last_mark_ = 0;
   std::optional<CompletionWatcher> watcher_;  // reset first in the destructor

@@ -378,6 +378,68 @@ TEST_CASE("timing marks: a copy's GPU time and end fall inside what the host saw
   }
 }
 
+TEST_CASE("a job's end mark tells when its copies landed: when_reached() and reached(), the mark still readable") {
+  Fixture& f = *g_fixture;
+  constexpr uint64_t kBlock = 64 * kKiB;
+  constexpr int kJobs = 6;
+  CopyEngineOptions options = f.engine_options();
+  SUBCASE("waiting asleep (a point of the engine's after the mark)") { options.completion_poll_ns = 0; }
+  SUBCASE("polling (behind the mark itself)") { options.completion_poll_ns = 20'000; }
+  SUBCASE("asking back to back") { options.completion_spin = true; }
+  auto engine = make_cuda_copy_engine(f.views(kBlock), options);
+  std::vector<std::byte> source(kRegionBytes);
+  fill_random(source, 11);
+  cuda_ok(cudaMemcpy(f.device, source.data(), kRegionBytes, cudaMemcpyHostToDevice), "fill device");
+  cuda_ok(cudaDeviceSynchronize(), "fill device");
+  std::memset(f.host(), static_cast<int>(kPoison), kRegionBytes);
+  const uint64_t per_job = engine->views()[0].device_blocks / kJobs;
+  CallLog log;
+  std::vector<CallContext> calls(kJobs);
+  std::vector<std::pair<uint64_t, uint64_t>> marks;
+  // Even jobs: a call behind the end mark; odd ones: a call behind a point of their own, so that
+  // both kinds share the stream's queue in order.
+  for (int job = 0; job < kJobs; ++job) {
+    std::vector<BlockPair> pairs;
+    for (uint64_t b = job * per_job; b < (job + 1) * per_job; ++b) pairs.push_back({b, b});
+    calls[job] = {&log, job, {}, per_job * kBlock};
+    for (const SegmentView& view : engine->views()) {
+      const uint64_t offset = reinterpret_cast<uintptr_t>(view.host_base) - reinterpret_cast<uintptr_t>(f.host());
+      const uint64_t at = offset + job * per_job * kBlock;
+      calls[job].spans.push_back({f.host() + at, source.data() + at});
+    }
+    const uint64_t start = engine->mark(Direction::kDeviceToHost, nullptr);
+    engine->enqueue(Direction::kDeviceToHost, pairs, CopyBackend::kDmaBatch, nullptr);
+    const uint64_t end = engine->mark(Direction::kDeviceToHost, nullptr);
+    marks.push_back({start, end});
+    if (job % 2 == 0) {
+      engine->when_reached(end, &note_call, &calls[job]);
+    } else {
+      engine->when_done(Direction::kDeviceToHost, nullptr, &note_call, &calls[job]);
+    }
+  }
+  engine->synchronize();
+  for (const auto& [start, end] : marks) CHECK(engine->reached(end));
+  // Every call ran (the engine's threads may still be on their way to the last): wait for them.
+  for (int i = 0; i < 2000; ++i) {
+    {
+      std::lock_guard lock(log.mutex);
+      if (log.order.size() == kJobs) break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  for (const auto& [start, end] : marks) CHECK(engine->span(start, end).elapsed_ns > 0);
+  CHECK_THROWS_AS(engine->reached(marks[0].second), Error);  // span() forgot it
+  CHECK_THROWS_AS(engine->when_reached(987654321, &note_call, &calls[0]), Error);
+  engine.reset();
+  REQUIRE(log.order.size() == kJobs);
+  for (int i = 0; i < kJobs; ++i) {
+    CAPTURE(i);
+    CHECK(log.order[i] == i);
+    CHECK(log.landed[i]);
+    CHECK(log.errors[i] == 0);
+  }
+}
+
 TEST_CASE("loads and stores at once, on their own streams") {
   Fixture& f = *g_fixture;
   // Loads use the first segment, stores the second: disjoint bytes, concurrent.

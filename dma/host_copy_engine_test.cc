@@ -68,4 +68,21 @@ TEST_CASE("host engine refuses GPU backends and bad pairs, copying nothing") {
   CHECK_THROWS_WITH_AS(parse_backend("fast"), doctest::Contains("unknown copy backend 'fast'"), Error);
 }
 
+TEST_CASE("host engine: a mark is reached as soon as it is made, when_reached calls at once, span() forgets it") {
+  std::vector<std::byte> device(4096 * 4), host(4096 * 4);
+  std::vector<SegmentView> views{{reinterpret_cast<uintptr_t>(device.data()), 4096, 4, host.data(), 4096, 4, 4096}};
+  auto engine = make_host_copy_engine(views, {});
+  const uint64_t start = engine->mark(Direction::kDeviceToHost, nullptr);
+  const uint64_t end = engine->mark(Direction::kDeviceToHost, nullptr);
+  CHECK(engine->reached(end));
+  int calls = 0;
+  auto count = [](void* context, int error) { *static_cast<int*>(context) += error == 0 ? 1 : 100; };
+  engine->when_reached(end, count, &calls);
+  CHECK(calls == 1);
+  CHECK(engine->span(start, end).elapsed_ns >= 0);
+  CHECK_THROWS_WITH_AS(engine->reached(end), doctest::Contains("no timing mark"), Error);
+  CHECK_THROWS_WITH_AS(engine->when_reached(end, count, &calls), doctest::Contains("no timing mark"), Error);
+  CHECK(calls == 1);  // not called for an unknown mark
+}
+
 }  // namespace hugepin

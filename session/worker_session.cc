@@ -139,12 +139,17 @@ void WorkerSession::launch(JobKind kind, JobId job, std::span<const BlockPair> p
     const bool timed = options_.time_copies && copies_timed(job, options_.time_copies_every);
     const uint64_t start = timed ? engine_->mark(direction, stream) : 0;
     engine_->enqueue(direction, pairs, CopyBackend::kAuto, stream);
-    if (timed) {
+    if (!timed) {
+      engine_->when_done(direction, stream, &WorkerSession::landed_call, landing);
+    } else {
+      // The end mark also says when the copies landed: one point on the stream after them, not two.
       const uint64_t end = engine_->mark(direction, stream);
-      std::lock_guard lock(mutex_);
-      marks_[job] = {start, end};
+      {
+        std::lock_guard lock(mutex_);
+        marks_[job] = {start, end};
+      }
+      engine_->when_reached(end, &WorkerSession::landed_call, landing);
     }
-    engine_->when_done(direction, stream, &WorkerSession::landed_call, landing);
   } catch (const Error& error) {
     // Nothing of the launch is in flight (a failed enqueue or when_done waits its stream out
     // before it throws): the job failed here, and its report may say so now.
