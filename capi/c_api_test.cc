@@ -40,7 +40,7 @@ struct Arena {
 
 TEST_CASE("version and last error") {
   CHECK(hugepin_version() == HUGEPIN_VERSION);
-  CHECK(std::string(hugepin_version_string()) == "0.2.0");
+  CHECK(std::string(hugepin_version_string()) == "0.3.0");
   CHECK(hugepin_last_error() != nullptr);
 }
 
@@ -110,10 +110,15 @@ TEST_CASE("workers: null handles, unknown arenas, ranks and pairs out of range")
   CHECK(says("outside arena"));
   CHECK(hugepin_worker_attach(arena.name.c_str(), 0, 1, nullptr, &worker) == -ERANGE);
   hugepin_worker_options polling = HUGEPIN_WORKER_OPTIONS_INIT;
-  polling.completion_poll_ns = -1;
+  polling.completion_poll_ns = -2;
   CHECK(hugepin_worker_attach(arena.name.c_str(), 0, 0, &polling, &worker) == -EINVAL);
-  CHECK(says("completion_poll_ns = -1"));
+  CHECK(says("completion_poll_ns = -2"));
+  CHECK(says("HUGEPIN_COMPLETION_SPIN"));
   CHECK(worker == nullptr);
+  polling.completion_poll_ns = HUGEPIN_COMPLETION_SPIN;  // taken: the GPU engine spins (none here)
+  REQUIRE(hugepin_worker_attach(arena.name.c_str(), 0, 0, &polling, &worker) == 0);
+  CHECK(hugepin_worker_detach(worker) == 0);
+  worker = nullptr;
   CHECK(hugepin_worker_pin(nullptr, 0) == -EINVAL);
   CHECK(says("worker is NULL"));
   CHECK(hugepin_worker_store(nullptr, 1, nullptr, 0, nullptr) == -EINVAL);
@@ -121,7 +126,7 @@ TEST_CASE("workers: null handles, unknown arenas, ranks and pairs out of range")
 
   // A caller compiled before completion_poll_ns existed: the library reads only what it set.
   hugepin_worker_options older = HUGEPIN_WORKER_OPTIONS_INIT;
-  older.completion_poll_ns = -1;  // beyond the older size: never read
+  older.completion_poll_ns = -2;  // beyond the older size: never read (it would be refused)
   older.struct_size = offsetof(hugepin_worker_options, completion_poll_ns);
   REQUIRE(hugepin_worker_attach(arena.name.c_str(), 0, 0, &older, &worker) == 0);
   hugepin_worker* twice = nullptr;

@@ -42,12 +42,15 @@ int hugepin_worker_attach(const char* arena, uint32_t tp_rank, uint32_t pp_rank,
     if (given.post_timeout_ns > 0) session_options.attach.post_timeout_ns = given.post_timeout_ns;
     session_options.time_copies = given.time_copies != 0;
     session_options.time_copies_every = given.time_copies_every;
-    if (given.completion_poll_ns < 0) {
+    if (given.completion_poll_ns == HUGEPIN_COMPLETION_SPIN) {
+      session_options.engine.completion_spin = true;
+    } else if (given.completion_poll_ns < 0) {
       throw hugepin::Error(hugepin::cat("hugepin_worker_options.completion_poll_ns = ", given.completion_poll_ns,
-                                        ": must be 0 (wait asleep) or a poll interval in ns"),
+                                        ": must be 0 (wait asleep), a poll interval in ns or HUGEPIN_COMPLETION_SPIN (-1)"),
                            EINVAL);
+    } else {
+      session_options.engine.completion_poll_ns = given.completion_poll_ns;
     }
-    session_options.engine.completion_poll_ns = given.completion_poll_ns;
     hugepin::check_arena_name(arena);
     auto worker = std::make_unique<hugepin_worker>();
     worker->session =

@@ -29,7 +29,7 @@ from hugepin.scheduler import (ArenaInfo, FailedJob, FailureCause, Figures, Prog
 from hugepin.worker import Backend, DeviceSegment, JobKind, JobResult, RegionInfo, SegmentInfo, Worker, attach
 
 __version__ = _abi.VERSION
-"""The version of the libhugepin this package loaded ("0.2.0"); its C ABI is checked at import."""
+"""The version of the libhugepin this package loaded ("0.3.0"); its C ABI is checked at import."""
 
 LOAD = JobKind.LOAD
 STORE = JobKind.STORE

@@ -18,8 +18,10 @@ from hugepin.errors import Error, error_for
 
 # The C ABI this module mirrors: hugepin.h's HUGEPIN_VERSION_MAJOR and _MINOR. In 0.x a new minor
 # version may change the ABI (the CMake package says SameMinorVersion), so both must match.
-ABI_VERSION = (0, 2)
+ABI_VERSION = (0, 3)
 SONAME = "libhugepin.so.0"
+# hugepin.h's HUGEPIN_COMPLETION_SPIN: WorkerOptions.completion_poll_ns that asks back to back.
+COMPLETION_SPIN = -1
 
 
 class PlanInfo(Structure):

@@ -90,13 +90,24 @@ _store = _abi.lib.hugepin_worker_store
 _load = _abi.lib.hugepin_worker_load
 
 
+def _completion_poll_ns(completion_poll) -> int:
+    """Worker's completion_poll as hugepin_worker_options.completion_poll_ns."""
+    if completion_poll is None:
+        return 0
+    if isinstance(completion_poll, str):
+        if completion_poll != "spin":
+            raise InvalidArgumentError(f"completion_poll = {completion_poll!r}: seconds between polls, or \"spin\"")
+        return _abi.COMPLETION_SPIN
+    return _args.timeout_ns(completion_poll, "completion_poll")
+
+
 class Worker:
     """One rank of an arena, attached by this process: its region, pinning, and the copy engine
     over the engine's own device KV. Usable as a context manager (detaches on exit)."""
 
     def __init__(self, arena: str, tp_rank: int, pp_rank: int = 0, *, copy_threads: int = 0,
                  post_timeout: float | None = None, time_copies: bool = False, time_copies_every: int = 1,
-                 completion_poll: float = 0):
+                 completion_poll: float | str = 0):
         """Attaches rank (tp_rank, pp_rank) of arena `arena`: claims the rank, maps its region and
         announces this process to the scheduler. NotFoundError: no such arena; OutOfRangeError: no
         such rank; BusyError: a live process holds the rank. `copy_threads`: CPU threads per copy of
@@ -107,8 +118,9 @@ class Worker:
         jobs on every rank (chosen from the job id); the others' copy_ns is 0;
         `completion_poll`: GPU backend, seconds between polls of a job's event while it waits to
         land (0: sleep until the driver wakes the worker, tens to hundreds of microseconds late;
-        25e-6: about 25 us late, polling while jobs wait; the CPU each costs and what each moved:
-        hugepin_worker_options in hugepin.h)."""
+        25e-6: about 25 us late, polling while jobs wait; "spin": asking back to back while jobs
+        wait, within a query's time, for a CPU core busy while jobs are out; the CPU each costs and
+        what each moved: hugepin_worker_options in hugepin.h)."""
         self._handle = None
         self.arena, self.tp_rank, self.pp_rank = arena, tp_rank, pp_rank
         options = _abi.options(_abi.WorkerOptions, copy_threads=_args.uint32(copy_threads, "copy_threads"),
@@ -116,7 +128,7 @@ class Worker:
                                max(1, _args.timeout_ns(post_timeout, "post_timeout")),
                                time_copies=1 if time_copies else 0,
                                time_copies_every=_args.uint32(time_copies_every, "time_copies_every"),
-                               completion_poll_ns=0 if completion_poll is None else _args.timeout_ns(completion_poll, "completion_poll"))
+                               completion_poll_ns=_completion_poll_ns(completion_poll))
         handle = ctypes.c_void_p()
         _abi.check(_abi.lib.hugepin_worker_attach(_args.name(arena, "arena"), _args.uint32(tp_rank, "tp_rank"),
                                                   _args.uint32(pp_rank, "pp_rank"), ctypes.byref(options),

@@ -127,6 +127,6 @@ int main(void) {
   FIELD(hugepin_scheduler_figures, reports_applied);
   FIELD(hugepin_scheduler_figures, reports_rejected);
   end();
-  printf("}}\n");
+  printf("}, \"constants\": {\"HUGEPIN_COMPLETION_SPIN\": %lld}}\n", (long long)HUGEPIN_COMPLETION_SPIN);
   return 0;
 }

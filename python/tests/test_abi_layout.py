@@ -34,6 +34,10 @@ def test_the_package_speaks_the_headers_abi_version():
     assert _abi.ABI_VERSION == (major, minor)
 
 
+def test_the_headers_constants_have_the_packages_values():
+    assert compiled_layout()["constants"] == {"HUGEPIN_COMPLETION_SPIN": _abi.COMPLETION_SPIN}
+
+
 def test_every_declared_function_has_a_prototype_with_its_argument_count():
     header = open(require_environment("HUGEPIN_HEADER")).read()
     header = re.sub(r"/\*.*?\*/", "", header, flags=re.S)
@@ -51,16 +55,16 @@ def test_a_library_of_another_minor_version_is_refused_at_import_with_its_path()
     class Library:
         @staticmethod
         def hugepin_version():
-            return 300
+            return 400
 
         @staticmethod
         def hugepin_version_string():
-            return b"0.3.0"
+            return b"0.4.0"
 
     try:
         _abi._check_version(Library(), "/opt/lib/libhugepin.so.0")
     except ImportError as error:
-        assert "/opt/lib/libhugepin.so.0 is libhugepin 0.3.0" in str(error)
-        assert "C ABI of 0.2" in str(error)
+        assert "/opt/lib/libhugepin.so.0 is libhugepin 0.4.0" in str(error)
+        assert "C ABI of 0.3" in str(error)
     else:
-        raise AssertionError("a 0.3 library was accepted")
+        raise AssertionError("a 0.4 library was accepted")

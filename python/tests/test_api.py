@@ -20,7 +20,7 @@ import hugepin
 
 
 def test_version_comes_from_the_library_it_loaded():
-    assert hugepin.__version__ == "0.2.0"
+    assert hugepin.__version__ == "0.3.0"
     assert os.path.exists(hugepin.library_path())
     assert os.path.basename(hugepin.library_path()).startswith("libhugepin.so.0")
 

@@ -80,7 +80,9 @@ def test_plans_and_arenas(arena):
             hugepin.Worker(arena, 0, 1)
         with refused(hugepin.InvalidArgumentError, "completion_poll = -1e-05"):
             hugepin.Worker(arena, 0, completion_poll=-1e-5)
-        with hugepin.Worker(arena, 0):
+        with refused(hugepin.InvalidArgumentError, "completion_poll = 'fast'"):
+            hugepin.Worker(arena, 0, completion_poll="fast")
+        with hugepin.Worker(arena, 0, completion_poll="spin"):  # HUGEPIN_COMPLETION_SPIN: taken
             with refused(hugepin.BusyError):
                 hugepin.Worker(arena, 0)
 

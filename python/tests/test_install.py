@@ -47,7 +47,7 @@ def test_installed_package_loads_the_installed_library():
         done = subprocess.run([sys.executable, "-c", SMOKE, prefix], env=environment, capture_output=True, text=True,
                               cwd=prefix, timeout=120)
         assert done.returncode == 0, done.stderr
-        assert done.stdout.startswith("installed 0.2.0 " + prefix)
+        assert done.stdout.startswith("installed 0.3.0 " + prefix)
 
 
 def test_the_configured_prefix_is_searched_without_pythonpath():
