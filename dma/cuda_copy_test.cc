@@ -174,41 +174,64 @@ void note_call(void* context, int error) {
 
 }  // namespace
 
+// Jobs that store consecutive runs of blocks from a device filled with random bytes into a
+// poisoned host region, each with the context of a call that checks that its bytes landed.
+struct StoreJobs {
+  std::vector<std::byte> source = std::vector<std::byte>(kRegionBytes);
+  uint64_t per_job = 0;
+  CallLog log;
+  std::vector<CallContext> calls;
+
+  StoreJobs(Fixture& f, const CopyEngine& engine, uint64_t block, int jobs, uint64_t seed) : calls(jobs) {
+    fill_random(source, seed);
+    cuda_ok(cudaMemcpy(f.device, source.data(), kRegionBytes, cudaMemcpyHostToDevice), "fill device");
+    cuda_ok(cudaDeviceSynchronize(), "fill device");
+    std::memset(f.host(), static_cast<int>(kPoison), kRegionBytes);
+    per_job = engine.views()[0].device_blocks / jobs;
+    for (int job = 0; job < jobs; ++job) {
+      calls[job] = {&log, job, {}, per_job * block};
+      for (const SegmentView& view : engine.views()) {
+        const uint64_t offset = reinterpret_cast<uintptr_t>(view.host_base) - reinterpret_cast<uintptr_t>(f.host());
+        const uint64_t at = offset + job * per_job * block;
+        calls[job].spans.push_back({f.host() + at, source.data() + at});
+      }
+    }
+  }
+  StoreJobs(const StoreJobs&) = delete;
+  StoreJobs& operator=(const StoreJobs&) = delete;
+
+  std::vector<BlockPair> pairs(int job) const {
+    std::vector<BlockPair> pairs;
+    for (uint64_t b = job * per_job; b < (job + 1) * per_job; ++b) pairs.push_back({b, b});
+    return pairs;
+  }
+};
+
+// `options` with each way completion calls can wait for their events, one subcase each.
+CopyEngineOptions each_completion_wait(CopyEngineOptions options) {
+  SUBCASE("waiting asleep on each event") { options.completion_poll_ns = 0; }
+  SUBCASE("polling the events every 20 us") { options.completion_poll_ns = 20'000; }
+  SUBCASE("asking back to back") { options.completion_spin = true; }
+  return options;
+}
+
 TEST_CASE("completion calls run once each, after their copies have landed, in order per stream, none lost when the "
           "engine goes") {
   Fixture& f = *g_fixture;
   constexpr uint64_t kBlock = 64 * kKiB;
   constexpr int kJobs = 8;
-  CopyEngineOptions options = f.engine_options();
-  SUBCASE("waiting asleep on each event") { options.completion_poll_ns = 0; }
-  SUBCASE("polling each event every 20 us") { options.completion_poll_ns = 20'000; }
-  SUBCASE("asking back to back") { options.completion_spin = true; }
+  const CopyEngineOptions options = each_completion_wait(f.engine_options());
   // Odd jobs go on a stream of the caller's: its calls keep their own order, whichever of the two
   // streams finishes first (one thread serves both when polling or spinning, one each asleep).
   cudaStream_t caller_stream = nullptr;
   cuda_ok(cudaStreamCreateWithFlags(&caller_stream, cudaStreamNonBlocking), "creating a stream");
   auto engine = make_cuda_copy_engine(f.views(kBlock), options);
-  std::vector<std::byte> source(kRegionBytes);
-  fill_random(source, 7);
-  cuda_ok(cudaMemcpy(f.device, source.data(), kRegionBytes, cudaMemcpyHostToDevice), "fill device");
-  cuda_ok(cudaDeviceSynchronize(), "fill device");
-  std::memset(f.host(), static_cast<int>(kPoison), kRegionBytes);
-  const uint64_t blocks = engine->views()[0].device_blocks;
-  const uint64_t per_job = blocks / kJobs;
-  CallLog log;
-  std::vector<CallContext> calls(kJobs);
+  StoreJobs jobs(f, *engine, kBlock, kJobs, 7);
+  const CallLog& log = jobs.log;
   for (int job = 0; job < kJobs; ++job) {
-    std::vector<BlockPair> pairs;
-    for (uint64_t b = job * per_job; b < (job + 1) * per_job; ++b) pairs.push_back({b, b});
-    calls[job] = {&log, job, {}, per_job * kBlock};
-    for (const SegmentView& view : engine->views()) {
-      const uint64_t offset = reinterpret_cast<uintptr_t>(view.host_base) - reinterpret_cast<uintptr_t>(f.host());
-      const uint64_t at = offset + job * per_job * kBlock;
-      calls[job].spans.push_back({f.host() + at, source.data() + at});
-    }
     void* stream = job % 2 == 0 ? nullptr : caller_stream;
-    engine->enqueue(Direction::kDeviceToHost, pairs, CopyBackend::kDmaBatch, stream);
-    engine->when_done(Direction::kDeviceToHost, stream, &note_call, &calls[job]);
+    engine->enqueue(Direction::kDeviceToHost, jobs.pairs(job), CopyBackend::kDmaBatch, stream);
+    engine->when_done(Direction::kDeviceToHost, stream, &note_call, &jobs.calls[job]);
   }
   engine.reset();  // the calls not run yet run now, each after its copies
   cuda_ok(cudaStreamDestroy(caller_stream), "destroying a stream");
@@ -382,33 +405,19 @@ TEST_CASE("a job's end mark tells when its copies landed: when_reached() and rea
   Fixture& f = *g_fixture;
   constexpr uint64_t kBlock = 64 * kKiB;
   constexpr int kJobs = 6;
-  CopyEngineOptions options = f.engine_options();
-  SUBCASE("waiting asleep (a point of the engine's after the mark)") { options.completion_poll_ns = 0; }
-  SUBCASE("polling (behind the mark itself)") { options.completion_poll_ns = 20'000; }
-  SUBCASE("asking back to back") { options.completion_spin = true; }
+  // Asleep, the engine records a point of its own after the mark; polling and spinning, the call
+  // waits behind the mark itself.
+  const CopyEngineOptions options = each_completion_wait(f.engine_options());
   auto engine = make_cuda_copy_engine(f.views(kBlock), options);
-  std::vector<std::byte> source(kRegionBytes);
-  fill_random(source, 11);
-  cuda_ok(cudaMemcpy(f.device, source.data(), kRegionBytes, cudaMemcpyHostToDevice), "fill device");
-  cuda_ok(cudaDeviceSynchronize(), "fill device");
-  std::memset(f.host(), static_cast<int>(kPoison), kRegionBytes);
-  const uint64_t per_job = engine->views()[0].device_blocks / kJobs;
-  CallLog log;
-  std::vector<CallContext> calls(kJobs);
+  StoreJobs jobs(f, *engine, kBlock, kJobs, 11);
+  CallLog& log = jobs.log;
+  std::vector<CallContext>& calls = jobs.calls;
   std::vector<std::pair<uint64_t, uint64_t>> marks;
   // Even jobs: a call behind the end mark; odd ones: a call behind a point of their own, so that
   // both kinds share the stream's queue in order.
   for (int job = 0; job < kJobs; ++job) {
-    std::vector<BlockPair> pairs;
-    for (uint64_t b = job * per_job; b < (job + 1) * per_job; ++b) pairs.push_back({b, b});
-    calls[job] = {&log, job, {}, per_job * kBlock};
-    for (const SegmentView& view : engine->views()) {
-      const uint64_t offset = reinterpret_cast<uintptr_t>(view.host_base) - reinterpret_cast<uintptr_t>(f.host());
-      const uint64_t at = offset + job * per_job * kBlock;
-      calls[job].spans.push_back({f.host() + at, source.data() + at});
-    }
     const uint64_t start = engine->mark(Direction::kDeviceToHost, nullptr);
-    engine->enqueue(Direction::kDeviceToHost, pairs, CopyBackend::kDmaBatch, nullptr);
+    engine->enqueue(Direction::kDeviceToHost, jobs.pairs(job), CopyBackend::kDmaBatch, nullptr);
     const uint64_t end = engine->mark(Direction::kDeviceToHost, nullptr);
     marks.push_back({start, end});
     if (job % 2 == 0) {
