@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "capi/c_api_worker_options.h"
+
 namespace {
 
 constexpr const char* kPlan = R"({"tp": 2, "pp": 1, "blocks_per_chunk": 2, "cpu_bytes": 32768, "page_size": "4K",
@@ -100,6 +102,24 @@ TEST_CASE("arenas: unknown names, bad names and existing names") {
   REQUIRE(hugepin_arena_get_info(arena.name.c_str(), &info) == 0);
   CHECK(info.ranks == 2);
   CHECK(info.creator_pid == getpid());
+}
+
+TEST_CASE("worker options: how a worker waits for its copies, as the session is asked") {
+  hugepin_worker_options given = HUGEPIN_WORKER_OPTIONS_INIT;
+  hugepin::WorkerSessionOptions asked = hugepin::capi::worker_session_options(given);
+  CHECK(asked.engine.completion_poll_ns == 0);  // the default: asleep
+  CHECK_FALSE(asked.engine.completion_spin);
+  given.completion_poll_ns = 25'000;
+  asked = hugepin::capi::worker_session_options(given);
+  CHECK(asked.engine.completion_poll_ns == 25'000);
+  CHECK_FALSE(asked.engine.completion_spin);
+  given.completion_poll_ns = HUGEPIN_COMPLETION_SPIN;
+  asked = hugepin::capi::worker_session_options(given);
+  CHECK(asked.engine.completion_spin);
+  CHECK(asked.engine.completion_poll_ns == 0);
+  given.completion_poll_ns = -2;
+  CHECK_THROWS_WITH_AS(hugepin::capi::worker_session_options(given),
+                       doctest::Contains("completion_poll_ns = -2: must be 0 (wait asleep)"), hugepin::Error);
 }
 
 TEST_CASE("workers: null handles, unknown arenas, ranks and pairs out of range") {

@@ -3,6 +3,7 @@
 
 #include "capi/c_api_guard.h"
 #include "capi/c_api_handles.h"
+#include "capi/c_api_worker_options.h"
 #include "hugepin/hugepin.h"
 
 using hugepin::capi::guarded;
@@ -37,20 +38,7 @@ int hugepin_worker_attach(const char* arena, uint32_t tp_rank, uint32_t pp_rank,
     require(out, "out");
     const hugepin_worker_options given =
         hugepin::capi::read_options(options, hugepin_worker_options HUGEPIN_WORKER_OPTIONS_INIT, "hugepin_worker_options");
-    hugepin::WorkerSessionOptions session_options;
-    if (given.copy_threads != 0) session_options.engine.host_threads = given.copy_threads;
-    if (given.post_timeout_ns > 0) session_options.attach.post_timeout_ns = given.post_timeout_ns;
-    session_options.time_copies = given.time_copies != 0;
-    session_options.time_copies_every = given.time_copies_every;
-    if (given.completion_poll_ns == HUGEPIN_COMPLETION_SPIN) {
-      session_options.engine.completion_spin = true;
-    } else if (given.completion_poll_ns < 0) {
-      throw hugepin::Error(hugepin::cat("hugepin_worker_options.completion_poll_ns = ", given.completion_poll_ns,
-                                        ": must be 0 (wait asleep), a poll interval in ns or HUGEPIN_COMPLETION_SPIN (-1)"),
-                           EINVAL);
-    } else {
-      session_options.engine.completion_poll_ns = given.completion_poll_ns;
-    }
+    const hugepin::WorkerSessionOptions session_options = hugepin::capi::worker_session_options(given);
     hugepin::check_arena_name(arena);
     auto worker = std::make_unique<hugepin_worker>();
     worker->session =

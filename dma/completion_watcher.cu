@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <chrono>
 #include <functional>
+#include <system_error>
 
 #include "base/os.h"
 #include "base/parallel.h"
@@ -46,7 +47,13 @@ void CompletionWatcher::add(cudaStream_t stream, Call fn, void* context) {
     spare_events_.push_back(event);
     check_cuda(recorded, "recording a completion event");
   }
-  queue_locked(stream, {event, fn, context, /*borrowed=*/false}, lock);
+  try {
+    queue_locked(stream, {event, fn, context, /*borrowed=*/false}, lock);
+  } catch (const Error&) {
+    if (!lock.owns_lock()) lock.lock();
+    spare_events_.push_back(event);  // recorded, never queued: free to record again
+    throw;
+  }
 }
 
 void CompletionWatcher::add_after(cudaStream_t stream, cudaEvent_t recorded, Call fn, void* context) {
@@ -73,22 +80,29 @@ CompletionWatcher::Queue& CompletionWatcher::queue_for(cudaStream_t stream) {
   for (auto& queue : queues_) {
     if (queue->stream == stream) return *queue;
   }
-  if (queues_.size() == kMaxQueues) return *queues_[std::hash<cudaStream_t>{}(stream) % kMaxQueues];
-  queues_.push_back(std::make_unique<Queue>());
-  Queue& queue = *queues_.back();
-  queue.stream = stream;
-  if (!asks()) {
-    queue.thread = std::thread([this, &queue] {
-      name_this_thread("hugepin-landed");
-      sleep_on_events(queue);
-    });
-  } else if (!asker_.joinable()) {
-    asker_ = std::thread([this] {
-      name_this_thread("hugepin-landed");
-      ask_events();
-    });
+  const size_t most = asks() ? kMaxAskedQueues : kMaxQueues;
+  if (queues_.size() == most) return *queues_[std::hash<cudaStream_t>{}(stream) % most];
+  // The thread first, the queue after: a queue is never left without a thread to serve it.
+  auto made = std::make_unique<Queue>();
+  made->stream = stream;
+  queues_.reserve(queues_.size() + 1);  // the push below cannot throw once a thread runs
+  try {
+    if (!asks()) {
+      made->thread = std::thread([this, queue = made.get()] {
+        name_this_thread("hugepin-landed");
+        sleep_on_events(*queue);
+      });
+    } else if (!asker_.joinable()) {
+      asker_ = std::thread([this] {
+        name_this_thread("hugepin-landed");
+        ask_events();
+      });
+    }
+  } catch (const std::system_error& error) {
+    throw Error(cat("starting a completion thread: ", error.what()), error.code().value());
   }
-  return queue;
+  queues_.push_back(std::move(made));
+  return *queues_.back();
 }
 
 cudaEvent_t CompletionWatcher::take_event() {

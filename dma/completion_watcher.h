@@ -26,8 +26,13 @@
 // - spinning: as polling, without the sleeps: a call runs within a query's time of its event
 //   firing, for a CPU core kept busy while any call waits.
 //
-// Thread-safety: add() from any thread. The calls run on the watcher's threads, one at a time per
-// thread; they must be quick and must not call CUDA on the same stream synchronously.
+// Thread-safety: add() and add_after() from any thread. Calls on a stream queue in the order they
+// were added; add() records its event as it queues, so that is the order of the events on the
+// stream, while add_after() queues an event recorded earlier: a caller that mixes them on a stream
+// adds from one thread, in the order it recorded. The calls run on the watcher's threads, one at a
+// time per thread; they must be quick (polling or spinning, one thread runs every stream's calls:
+// a slow one holds up all of them) and must not call CUDA on the same stream synchronously. add()
+// and add_after() throw Error, having queued nothing, when a thread cannot be started.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -49,9 +54,11 @@ class CompletionWatcher {
   // fn(context, error): error 0, or EIO when the event reported a failure of the work before it.
   using Call = void (*)(void* context, int error);
   // Asleep: streams get threads of their own up to this many; later ones share theirs, whose calls
-  // then also wait for the calls queued before them there. Polling and spinning: streams get
-  // queues of their own up to this many, shared alike beyond.
+  // then also wait for the calls queued before them there.
   static constexpr size_t kMaxQueues = 4;
+  // Polling and spinning: streams get queues of their own up to this many (a queue costs the
+  // thread one query per round while it holds a call), shared alike beyond.
+  static constexpr size_t kMaxAskedQueues = 64;
 
   // Spinning: CPU pause instructions between rounds of queries (about a microsecond on current
   // x86), so that the queries leave the driver's context lock to the thread launching copies.
@@ -67,7 +74,7 @@ class CompletionWatcher {
   CompletionWatcher& operator=(const CompletionWatcher&) = delete;
 
   // Records an event on `stream` and queues fn(context) behind it. Throws Error, having queued
-  // nothing, when the event cannot be created or recorded.
+  // nothing, when the event cannot be created or recorded (or a thread started).
   void add(cudaStream_t stream, Call fn, void* context);
   // As add(), behind `recorded`, an event of the caller's already recorded on `stream` (after the
   // events of the calls queued there before): it stays the caller's, unchanged, and must outlive the

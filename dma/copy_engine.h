@@ -147,7 +147,8 @@ class CopyEngine {
   // completed. A timed job's end mark then also tells that its copies landed, with no second
   // point on the stream after them (each point after the copies was measured to add tens of us
   // with four processes under MPS on the H200 host, docs/performance.md). Engines that wait
-  // asleep (CopyEngineOptions::completion_poll_ns 0) record a point of their own after the mark.
+  // asleep (completion_poll_ns 0, completion_spin false) record a point of their own after the
+  // mark: a thread sleeps only on a blocking-sync event, and timing events are not.
   // Throws Error for an unknown mark.
   virtual void when_reached(uint64_t mark, CompletionCall fn, void* context) = 0;
   // Non-blocking: true once the work enqueued on the mark's stream before `mark` has completed;

@@ -330,7 +330,12 @@ class CudaCopyEngine final : public CopyEngine {
     (void)cudaGetLastError();
   }
 
+  // Marks are made, waited on and read from any thread (a session's launch() on one, its
+  // take_finished() on another): their table, the spare events and the clock's origin are under
+  // marks_mutex_, never held across a wait for copies (only calibrate()'s wait for its own event).
   uint64_t mark(Direction direction, void* caller_stream) override {
+    const cudaStream_t stream = stream_for(direction, caller_stream);
+    std::lock_guard lock(marks_mutex_);
     cudaEvent_t event = nullptr;
     if (!spare_events_.empty()) {
       event = spare_events_.back();
@@ -338,17 +343,17 @@ class CudaCopyEngine final : public CopyEngine {
     } else {
       check_cuda(cudaEventCreate(&event), "creating a timing event");
     }
-    const cudaError_t recorded = cudaEventRecord(event, stream_for(direction, caller_stream));
+    const cudaError_t recorded = cudaEventRecord(event, stream);
     if (recorded != cudaSuccess) {
       spare_events_.push_back(event);
       check_cuda(recorded, "recording a timing event");
     }
-    marks_.emplace(++last_mark_, Mark{event, stream_for(direction, caller_stream)});
+    marks_.emplace(++last_mark_, Mark{event, stream});
     return last_mark_;
   }
 
   void when_reached(uint64_t mark, CompletionCall fn, void* context) override {
-    const Mark& found = find_mark(mark);
+    const Mark found = find_mark(mark);
     check_cuda(cudaSetDevice(options_.device), cat("selecting GPU ", options_.device));
     try {
       watcher_->add_after(found.stream, found.event, fn, context);
@@ -366,17 +371,26 @@ class CudaCopyEngine final : public CopyEngine {
   }
 
   MarkSpan span(uint64_t start, uint64_t end) override {
-    auto first = marks_.find(start);
-    auto last = marks_.find(end);
-    if (first == marks_.end() || last == marks_.end()) throw Error(cat("no timing marks ", start, " and ", end));
-    const cudaEvent_t first_event = first->second.event;
-    const cudaEvent_t last_event = last->second.event;
-    float elapsed_ms = 0;
-    float since_origin_ms = 0;
+    const auto missing = [&] { return Error(cat("no timing marks ", start, " and ", end)); };
+    cudaEvent_t last_event = nullptr;
+    {
+      std::lock_guard lock(marks_mutex_);
+      auto first = marks_.find(start);
+      auto last = marks_.find(end);
+      if (first == marks_.end() || last == marks_.end()) throw missing();
+      last_event = last->second.event;
+    }
     // A completion call may run before the driver marks the events before it complete
     // (cudaEventElapsedTime then says cudaErrorNotReady): wait for the end mark, which has landed
     // or is about to, and with it for the start mark queued before it on the same stream.
     check_cuda(cudaEventSynchronize(last_event), "waiting for a copy's end mark");
+    std::lock_guard lock(marks_mutex_);
+    auto first = marks_.find(start);
+    auto last = marks_.find(end);
+    if (first == marks_.end() || last == marks_.end()) throw missing();  // read by another thread meanwhile
+    const cudaEvent_t first_event = first->second.event;
+    float elapsed_ms = 0;
+    float since_origin_ms = 0;
     if (real_os().monotonic_ns() - origin_ns_ > kCalibrationAgeNs) calibrate();
     check_cuda(cudaEventElapsedTime(&elapsed_ms, first_event, last_event), "reading a copy's GPU time");
     check_cuda(cudaEventElapsedTime(&since_origin_ms, origin_event_, last_event), "reading a copy's GPU time");
@@ -537,7 +551,9 @@ class CudaCopyEngine final : public CopyEngine {
   // first, put every GPU time late by the whole window: under MPS, where the four ranks' work
   // shares the GPU's front end, `hugepin bench offload` showed overheads of -23 us at the median
   // (GPU ends after the scheduler had seen them), so the window must have reached tens of
-  // microseconds there (inferred; no run records the windows).
+  // microseconds there (inferred; no run records the windows). Later found to come, in the engine
+  // way's rows at least, from that row recording its completion event before its end mark: each
+  // point on a stream after the copies took tens of microseconds under MPS (eighth session).
   void calibrate() {
     int64_t narrowest = INT64_MAX;
     for (int attempt = 0; attempt < kCalibrationTries && narrowest > kCalibrationWindowNs; ++attempt) {
@@ -584,11 +600,13 @@ class CudaCopyEngine final : public CopyEngine {
     cudaEvent_t event;
     cudaStream_t stream;  // where it was recorded
   };
-  const Mark& find_mark(uint64_t mark) const {
+  Mark find_mark(uint64_t mark) {
+    std::lock_guard lock(marks_mutex_);
     auto found = marks_.find(mark);
     if (found == marks_.end()) throw Error(cat("no timing mark ", mark));
     return found->second;
   }
+  std::mutex marks_mutex_;  // marks_, spare_events_, last_mark_ and the clock's origin (calibrate())
   std::unordered_map<uint64_t, Mark> marks_;
   std::vector<cudaEvent_t> spare_events_;
   uint64_t last_mark_ = 0;

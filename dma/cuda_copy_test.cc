@@ -449,6 +449,61 @@ TEST_CASE("a job's end mark tells when its copies landed: when_reached() and rea
   }
 }
 
+// Holds a stream until open() is called: a host function on the stream that waits for it (the
+// stream's later work, copies and events, cannot start before the function returns).
+class StreamHold {
+ public:
+  explicit StreamHold(cudaStream_t stream) {
+    cuda_ok(cudaLaunchHostFunc(stream, &StreamHold::wait_open, this), "holding a stream");
+  }
+  ~StreamHold() { open(); }
+  void open() {
+    std::lock_guard lock(mutex_);
+    open_ = true;
+    opened_.notify_all();
+  }
+
+ private:
+  static void wait_open(void* self) {
+    auto* hold = static_cast<StreamHold*>(self);
+    std::unique_lock lock(hold->mutex_);
+    hold->opened_.wait(lock, [hold] { return hold->open_; });
+  }
+  std::mutex mutex_;
+  std::condition_variable opened_;
+  bool open_ = false;
+};
+
+TEST_CASE("a call behind an end mark waits for the copies before it, and the engine's end runs it once") {
+  Fixture& f = *g_fixture;
+  constexpr uint64_t kBlock = 64 * kKiB;
+  const CopyEngineOptions options = each_completion_wait(f.engine_options());
+  cudaStream_t stream = nullptr;
+  cuda_ok(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "creating a stream");
+  auto engine = make_cuda_copy_engine(f.views(kBlock), options);
+  StoreJobs jobs(f, *engine, kBlock, 1, 13);
+  {
+    StreamHold hold(stream);
+    engine->mark(Direction::kDeviceToHost, stream);  // a start mark, never read: forgotten with the engine
+    engine->enqueue(Direction::kDeviceToHost, jobs.pairs(0), CopyBackend::kDmaBatch, stream);
+    const uint64_t end = engine->mark(Direction::kDeviceToHost, stream);
+    engine->when_reached(end, &note_call, &jobs.calls[0]);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    CHECK_FALSE(engine->reached(end));
+    {
+      std::lock_guard lock(jobs.log.mutex);
+      CHECK(jobs.log.order.empty());  // held: nothing before the mark has run
+    }
+    hold.open();
+    engine.reset();  // the call runs by the time the engine is gone, once, after its copies
+  }
+  cuda_ok(cudaStreamSynchronize(stream), "waiting for the stream");
+  cuda_ok(cudaStreamDestroy(stream), "destroying a stream");
+  REQUIRE(jobs.log.order.size() == 1);
+  CHECK(jobs.log.landed[0]);
+  CHECK(jobs.log.errors[0] == 0);
+}
+
 TEST_CASE("loads and stores at once, on their own streams") {
   Fixture& f = *g_fixture;
   // Loads use the first segment, stores the second: disjoint bytes, concurrent.

@@ -142,7 +142,8 @@ void WorkerSession::launch(JobKind kind, JobId job, std::span<const BlockPair> p
     if (!timed) {
       engine_->when_done(direction, stream, &WorkerSession::landed_call, landing);
     } else {
-      // The end mark also says when the copies landed: one point on the stream after them, not two.
+      // The end mark also says when the copies landed (polling or spinning: one point on the stream
+      // after them, not two; asleep, the engine records a point of its own after the mark).
       const uint64_t end = engine_->mark(direction, stream);
       {
         std::lock_guard lock(mutex_);

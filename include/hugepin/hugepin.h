@@ -70,7 +70,7 @@ extern "C" {
 
 /* The library's version as one number (HUGEPIN_VERSION of the build that made it). */
 HUGEPIN_API int hugepin_version(void);
-/* "0.2.0". Static storage; never NULL. */
+/* "0.3.0". Static storage; never NULL. */
 HUGEPIN_API const char* hugepin_version_string(void);
 /* The message of the calling thread's last failure ("" when none). Never NULL. */
 HUGEPIN_API const char* hugepin_last_error(void);
@@ -201,9 +201,9 @@ typedef struct hugepin_worker_options {
    * HUGEPIN_COMPLETION_SPIN: that thread asks back to back, no sleep between, while any job
    * waits: it hears within a query's time of the copies landing, for a CPU core kept busy while
    * jobs are out (none while none is). On the H200 host, one rank alone: the scheduler saw jobs
-   * settle 34-83 us after their copies ended at p99 (polling every 50 us: 80-110). Libraries
-   * before 0.3.0 refuse it (EINVAL). The polling and spinning threads serve every stream at once,
-   * and a timed job's completion waits on its end timing event itself. */
+   * settle 29-69 us after their copies ended at p99 (polling every 50 us: 80-123). Libraries
+   * before 0.3.0 refuse it (EINVAL). Polling or spinning, one thread serves all of the worker's
+   * streams, and a timed job's completion waits on its end timing event itself. */
   int64_t completion_poll_ns;
   /* With time_copies: time one job in this many (0 and 1: every job), chosen from the job's id so
    * that every rank times the same jobs; the others report copy_ns and gpu_done_ns 0. The timing
