@@ -2,10 +2,10 @@
 
 #include <cerrno>
 #include <chrono>
-#include <functional>
 #include <system_error>
 
 #include "base/os.h"
+#include "base/pattern.h"
 #include "base/parallel.h"
 #include "dma/cuda_check.h"
 
@@ -49,7 +49,7 @@ void CompletionWatcher::add(cudaStream_t stream, Call fn, void* context) {
   }
   try {
     queue_locked(stream, {event, fn, context, /*borrowed=*/false}, lock);
-  } catch (const Error&) {
+  } catch (...) {
     if (!lock.owns_lock()) lock.lock();
     spare_events_.push_back(event);  // recorded, never queued: free to record again
     throw;
@@ -81,7 +81,8 @@ CompletionWatcher::Queue& CompletionWatcher::queue_for(cudaStream_t stream) {
     if (queue->stream == stream) return *queue;
   }
   const size_t most = asks() ? kMaxAskedQueues : kMaxQueues;
-  if (queues_.size() == most) return *queues_[std::hash<cudaStream_t>{}(stream) % most];
+  // Mixed: stream handles are aligned addresses, whose low bits would pick the same few queues.
+  if (queues_.size() == most) return *queues_[mix64(reinterpret_cast<uintptr_t>(stream)) % most];
   // The thread first, the queue after: a queue is never left without a thread to serve it.
   auto made = std::make_unique<Queue>();
   made->stream = stream;

@@ -54,7 +54,8 @@ class CompletionWatcher {
   // fn(context, error): error 0, or EIO when the event reported a failure of the work before it.
   using Call = void (*)(void* context, int error);
   // Asleep: streams get threads of their own up to this many; later ones share theirs, whose calls
-  // then also wait for the calls queued before them there.
+  // then also wait for the calls queued before them there (events of another stream included:
+  // a caller that holds a stream until a call on another has run must stay under the limit).
   static constexpr size_t kMaxQueues = 4;
   // Polling and spinning: streams get queues of their own up to this many (a queue costs the
   // thread one query per round while it holds a call), shared alike beyond.

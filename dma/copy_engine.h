@@ -135,7 +135,8 @@ class CopyEngine {
   // than 100 ms: the two clocks drift apart); the host engine,
   // which copies inside enqueue(), the time of the call. span() waits for the end mark: the
   // completion call that announced the work may run before the driver marks the event done.
-  // Throws Error when an event cannot be recorded or read, or for an unknown id.
+  // Throws Error when an event cannot be recorded (mark(), after waiting for the stream's work, as
+  // enqueue() does) or read, or for an unknown id.
   struct MarkSpan {
     int64_t elapsed_ns = 0;
     int64_t end_ns = 0;  // CLOCK_MONOTONIC

@@ -332,24 +332,32 @@ class CudaCopyEngine final : public CopyEngine {
 
   // Marks are made, waited on and read from any thread (a session's launch() on one, its
   // take_finished() on another): their table, the spare events and the clock's origin are under
-  // marks_mutex_, never held across a wait for copies (only calibrate()'s wait for its own event).
+  // marks_mutex_, never held across a wait for the GPU.
   uint64_t mark(Direction direction, void* caller_stream) override {
     const cudaStream_t stream = stream_for(direction, caller_stream);
-    std::lock_guard lock(marks_mutex_);
-    cudaEvent_t event = nullptr;
-    if (!spare_events_.empty()) {
-      event = spare_events_.back();
-      spare_events_.pop_back();
-    } else {
-      check_cuda(cudaEventCreate(&event), "creating a timing event");
+    try {
+      check_cuda(cudaSetDevice(options_.device), cat("selecting GPU ", options_.device));
+      std::lock_guard lock(marks_mutex_);
+      cudaEvent_t event = nullptr;
+      if (!spare_events_.empty()) {
+        event = spare_events_.back();
+        spare_events_.pop_back();
+      } else {
+        check_cuda(cudaEventCreate(&event), "creating a timing event");
+      }
+      const cudaError_t recorded = cudaEventRecord(event, stream);
+      if (recorded != cudaSuccess) {
+        spare_events_.push_back(event);
+        check_cuda(recorded, "recording a timing event");
+      }
+      marks_.emplace(++last_mark_, Mark{event, stream});
+      return last_mark_;
+    } catch (...) {
+      // A caller that gives up on its copies when a mark fails (a session reports the job failed)
+      // must find nothing of them still running.
+      wait_out(stream);
+      throw;
     }
-    const cudaError_t recorded = cudaEventRecord(event, stream);
-    if (recorded != cudaSuccess) {
-      spare_events_.push_back(event);
-      check_cuda(recorded, "recording a timing event");
-    }
-    marks_.emplace(++last_mark_, Mark{event, stream});
-    return last_mark_;
   }
 
   void when_reached(uint64_t mark, CompletionCall fn, void* context) override {
@@ -384,6 +392,7 @@ class CudaCopyEngine final : public CopyEngine {
     // (cudaEventElapsedTime then says cudaErrorNotReady): wait for the end mark, which has landed
     // or is about to, and with it for the start mark queued before it on the same stream.
     check_cuda(cudaEventSynchronize(last_event), "waiting for a copy's end mark");
+    calibrate_when_old();
     std::lock_guard lock(marks_mutex_);
     auto first = marks_.find(start);
     auto last = marks_.find(end);
@@ -391,15 +400,16 @@ class CudaCopyEngine final : public CopyEngine {
     const cudaEvent_t first_event = first->second.event;
     float elapsed_ms = 0;
     float since_origin_ms = 0;
-    if (real_os().monotonic_ns() - origin_ns_ > kCalibrationAgeNs) calibrate();
-    check_cuda(cudaEventElapsedTime(&elapsed_ms, first_event, last_event), "reading a copy's GPU time");
-    check_cuda(cudaEventElapsedTime(&since_origin_ms, origin_event_, last_event), "reading a copy's GPU time");
-    const MarkSpan result{static_cast<int64_t>(elapsed_ms * 1e6), origin_ns_ + static_cast<int64_t>(since_origin_ms * 1e6)};
+    const cudaError_t elapsed = cudaEventElapsedTime(&elapsed_ms, first_event, last_event);
+    const cudaError_t since_origin = cudaEventElapsedTime(&since_origin_ms, origin_event_, last_event);
+    // Both marks are forgotten whatever the reading said: the caller cannot ask again.
     spare_events_.push_back(first_event);
     spare_events_.push_back(last_event);
     marks_.erase(first);
     marks_.erase(last);
-    return result;
+    check_cuda(elapsed, "reading a copy's GPU time");
+    check_cuda(since_origin, "reading a copy's GPU time");
+    return {static_cast<int64_t>(elapsed_ms * 1e6), origin_ns_ + static_cast<int64_t>(since_origin_ms * 1e6)};
   }
 
   void synchronize() override {
@@ -554,6 +564,8 @@ class CudaCopyEngine final : public CopyEngine {
   // microseconds there (inferred; no run records the windows). Later found to come, in the engine
   // way's rows at least, from that row recording its completion event before its end mark: each
   // point on a stream after the copies took tens of microseconds under MPS (eighth session).
+  // Under calibration_mutex_ (one calibration at a time, candidate_event_ its own); the origin is
+  // swapped in under marks_mutex_, so that the launch path's mark() never waits for the spin.
   void calibrate() {
     int64_t narrowest = INT64_MAX;
     for (int attempt = 0; attempt < kCalibrationTries && narrowest > kCalibrationWindowNs; ++attempt) {
@@ -567,9 +579,21 @@ class CudaCopyEngine final : public CopyEngine {
       const int64_t after = real_os().monotonic_ns();
       if (after - before >= narrowest) continue;
       narrowest = after - before;
+      std::lock_guard lock(marks_mutex_);
       std::swap(origin_event_, candidate_event_);
       origin_ns_ = before + narrowest / 2;
     }
+  }
+
+  // span()'s: calibrates again when the origin is older than kCalibrationAgeNs.
+  void calibrate_when_old() {
+    std::lock_guard calibrating(calibration_mutex_);
+    int64_t origin_ns = 0;
+    {
+      std::lock_guard lock(marks_mutex_);
+      origin_ns = origin_ns_;
+    }
+    if (real_os().monotonic_ns() - origin_ns > kCalibrationAgeNs) calibrate();
   }
 
   // Calibration: tries at most, and a window narrow enough to stop at (chosen, not measured: about
@@ -606,7 +630,8 @@ class CudaCopyEngine final : public CopyEngine {
     if (found == marks_.end()) throw Error(cat("no timing mark ", mark));
     return found->second;
   }
-  std::mutex marks_mutex_;  // marks_, spare_events_, last_mark_ and the clock's origin (calibrate())
+  std::mutex calibration_mutex_;  // calibrate(): one at a time
+  std::mutex marks_mutex_;  // marks_, spare_events_, last_mark_, origin_event_ and origin_ns_
   std::unordered_map<uint64_t, Mark> marks_;
   std::vector<cudaEvent_t> spare_events_;
   uint64_t last_mark_ = 0;

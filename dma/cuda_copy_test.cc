@@ -450,13 +450,20 @@ TEST_CASE("a job's end mark tells when its copies landed: when_reached() and rea
 }
 
 // Holds a stream until open() is called: a host function on the stream that waits for it (the
-// stream's later work, copies and events, cannot start before the function returns).
+// stream's later work, copies and events, cannot start before the function returns). It gives
+// up after 10 s, so that a bug that waits for the held stream fails the test instead of hanging it.
 class StreamHold {
  public:
-  explicit StreamHold(cudaStream_t stream) {
+  explicit StreamHold(cudaStream_t stream) : stream_(stream) {
     cuda_ok(cudaLaunchHostFunc(stream, &StreamHold::wait_open, this), "holding a stream");
   }
-  ~StreamHold() { open(); }
+  // Opens, then waits for the stream: the host function is done with this object before it goes.
+  ~StreamHold() {
+    open();
+    (void)cudaStreamSynchronize(stream_);
+  }
+  StreamHold(const StreamHold&) = delete;
+  StreamHold& operator=(const StreamHold&) = delete;
   void open() {
     std::lock_guard lock(mutex_);
     open_ = true;
@@ -467,8 +474,9 @@ class StreamHold {
   static void wait_open(void* self) {
     auto* hold = static_cast<StreamHold*>(self);
     std::unique_lock lock(hold->mutex_);
-    hold->opened_.wait(lock, [hold] { return hold->open_; });
+    hold->opened_.wait_for(lock, std::chrono::seconds(10), [hold] { return hold->open_; });
   }
+  cudaStream_t stream_;
   std::mutex mutex_;
   std::condition_variable opened_;
   bool open_ = false;
