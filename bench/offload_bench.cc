@@ -239,6 +239,7 @@ int64_t voluntary_switches() {
 struct Measured {
   std::vector<double> settle_us, copy_us, overhead_us;
   std::vector<double> landed_us, seen_us;  // the overhead's two parts: GPU end -> rank knows -> quorum seen
+  std::vector<double> clock_window_us;     // per timed job: the widest calibration window behind its GPU ends
   std::vector<double> seen_busy_us;          // of each seen_us, the scheduler's time outside collect()
   std::vector<std::optional<CollectSpan>> seen_collect;  // ... and the collect() call that saw it
   CollectSpans collect_spans;                // the window's collect() calls (bench/scheduler_stalls.h)
@@ -584,6 +585,7 @@ class OffloadRun {
     int64_t gpu_done_ns = 0;
     int64_t copy_ns = 0;
     int64_t landed_ns = 0;
+    int64_t window_ns = 0;  // the widest calibration window behind the ranks' GPU ends
   };
 
   void record_gpu(JobId id, const RankTimes& times, Measured* measured) {
@@ -591,6 +593,7 @@ class OffloadRun {
     measured->copy_us.push_back(times.copy_ns / 1e3);
     measured->overhead_us.push_back((job.quorum_ns - times.gpu_done_ns) / 1e3);
     measured->landed_us.push_back((times.landed_ns - times.gpu_done_ns) / 1e3);
+    measured->clock_window_us.push_back(times.window_ns / 1e3);
     measured->seen_us.push_back((job.quorum_ns - times.landed_ns) / 1e3);
     measured->seen_busy_us.push_back(measured->collect_spans.outside(times.landed_ns, job.quorum_ns) / 1e3);
     measured->seen_collect.push_back(measured->collect_spans.span_at(job.quorum_ns));
@@ -671,6 +674,7 @@ class OffloadRun {
           times.gpu_done_ns = std::max(times.gpu_done_ns, timing.gpu_done_ns);
           times.copy_ns = std::max(times.copy_ns, timing.copy_ns);
           times.landed_ns = std::max(times.landed_ns, timing.landed_ns);
+          times.window_ns = std::max(times.window_ns, timing.gpu_done_window_ns);
         }
       }
     }
@@ -690,6 +694,8 @@ class OffloadRun {
     row->overhead_p99_us = percentile(m.overhead_us, 99);
     row->landed_p50_us = percentile(m.landed_us, 50);
     row->landed_p99_us = percentile(m.landed_us, 99);
+    row->clock_window_p50_us = percentile(m.clock_window_us, 50);
+    row->clock_window_max_us = m.clock_window_us.empty() ? 0 : *std::max_element(m.clock_window_us.begin(), m.clock_window_us.end());
     row->seen_p50_us = percentile(m.seen_us, 50);
     row->seen_p99_us = percentile(m.seen_us, 99);
     const double jobs = std::max<double>(1, static_cast<double>(m.jobs.size()));

@@ -125,6 +125,9 @@ struct OffloadRow {
   // completion call ran; engine way: its poll found the event done), and -> quorum seen.
   double landed_p50_us = 0, landed_p99_us = 0;
   double seen_p50_us = 0, seen_p99_us = 0;
+  // The error bar on every GPU end above: each is right to within half of its calibration's
+  // window (CopyEngine::MarkSpan::end_window_ns; per timed job, the widest over its ranks).
+  double clock_window_p50_us = 0, clock_window_max_us = 0;
   double cpu_us_per_job = 0;        // the scheduler thread's inside the protocol's calls
   double cpu_us_per_job_rank = 0;   // the same per rank
   double loop_cpu_us_per_job = 0;   // the whole scheduler thread's, the benchmark's driver too

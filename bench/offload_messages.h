@@ -60,6 +60,7 @@ struct JobTiming {
   int64_t copy_ns = 0;      // the copies' own time on the GPU (events)
   int64_t gpu_done_ns = 0;  // when they ended, on CLOCK_MONOTONIC
   int64_t landed_ns = 0;    // when the rank learned it (hugepin: its completion call; engine way: its poll)
+  int64_t gpu_done_window_ns = 0;  // gpu_done_ns is right to within half of this (CopyEngine::MarkSpan)
 };
 
 inline constexpr uint32_t kMaxTimingsPerPacket = 512;

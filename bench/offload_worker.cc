@@ -147,7 +147,7 @@ class OffloadWorker {
     if (reply.count > 0) send_packet(setup_.channel, reply);
     for (const TimedEngineJob& job : timed_done_) {
       const CopyEngine::MarkSpan span = session_.engine().span(job.start, job.end);
-      engine_timings_.push_back({job.job, span.elapsed_ns, span.end_ns, job.landed_ns});
+      engine_timings_.push_back({job.job, span.elapsed_ns, span.end_ns, job.landed_ns, span.end_window_ns});
     }
   }
 
@@ -157,7 +157,7 @@ class OffloadWorker {
     session_.take_finished(&finished_);
     std::vector<JobTiming> timings;
     for (const JobResult& result : finished_) {
-      timings.push_back({result.job, result.copy_ns, result.gpu_done_ns, result.landed_ns});
+      timings.push_back({result.job, result.copy_ns, result.gpu_done_ns, result.landed_ns, result.gpu_done_window_ns});
     }
     timings.insert(timings.end(), engine_timings_.begin(), engine_timings_.end());
     finished_.clear();

@@ -110,6 +110,7 @@ Json row_json(const bench::OffloadRow& row) {
           {"overhead_us", timed_json(row, {{"p50", row.overhead_p50_us}, {"p99", row.overhead_p99_us}})},
           {"landed_us", timed_json(row, {{"p50", row.landed_p50_us}, {"p99", row.landed_p99_us}})},
           {"seen_us", timed_json(row, {{"p50", row.seen_p50_us}, {"p99", row.seen_p99_us}})},
+          {"clock_window_us", timed_json(row, {{"p50", row.clock_window_p50_us}, {"max", row.clock_window_max_us}})},
           {"scheduler_cpu_us_per_job", row.cpu_us_per_job},
           {"scheduler_cpu_us_per_job_rank", row.cpu_us_per_job_rank},
           {"scheduler_loop_cpu_us_per_job", row.loop_cpu_us_per_job},

@@ -139,7 +139,8 @@ class CopyEngine {
   // enqueue() does) or read, or for an unknown id.
   struct MarkSpan {
     int64_t elapsed_ns = 0;
-    int64_t end_ns = 0;  // CLOCK_MONOTONIC
+    int64_t end_ns = 0;         // CLOCK_MONOTONIC
+    int64_t end_window_ns = 0;  // end_ns is right to within half of this (the calibration's window; 0: exact)
   };
   virtual uint64_t mark(Direction direction, void* stream) = 0;
   virtual MarkSpan span(uint64_t start, uint64_t end) = 0;

@@ -409,7 +409,8 @@ class CudaCopyEngine final : public CopyEngine {
     marks_.erase(last);
     check_cuda(elapsed, "reading a copy's GPU time");
     check_cuda(since_origin, "reading a copy's GPU time");
-    return {static_cast<int64_t>(elapsed_ms * 1e6), origin_ns_ + static_cast<int64_t>(since_origin_ms * 1e6)};
+    return {static_cast<int64_t>(elapsed_ms * 1e6), origin_ns_ + static_cast<int64_t>(since_origin_ms * 1e6),
+            origin_window_ns_};
   }
 
   void synchronize() override {
@@ -582,6 +583,7 @@ class CudaCopyEngine final : public CopyEngine {
       std::lock_guard lock(marks_mutex_);
       std::swap(origin_event_, candidate_event_);
       origin_ns_ = before + narrowest / 2;
+      origin_window_ns_ = narrowest;
     }
   }
 
@@ -620,6 +622,7 @@ class CudaCopyEngine final : public CopyEngine {
   cudaEvent_t origin_event_ = nullptr;
   cudaEvent_t candidate_event_ = nullptr;  // calibrate()'s next try
   int64_t origin_ns_ = 0;
+  int64_t origin_window_ns_ = 0;  // the window origin_ns_ came from
   struct Mark {
     cudaEvent_t event;
     cudaStream_t stream;  // where it was recorded
@@ -631,7 +634,7 @@ class CudaCopyEngine final : public CopyEngine {
     return found->second;
   }
   std::mutex calibration_mutex_;  // calibrate(): one at a time
-  std::mutex marks_mutex_;  // marks_, spare_events_, last_mark_, origin_event_ and origin_ns_
+  std::mutex marks_mutex_;  // marks_, spare_events_, last_mark_, origin_event_, origin_ns_ and its window
   std::unordered_map<uint64_t, Mark> marks_;
   std::vector<cudaEvent_t> spare_events_;
   uint64_t last_mark_ = 0;

@@ -398,6 +398,8 @@ TEST_CASE("timing marks: a copy's GPU time and end fall inside what the host saw
     // The calibration's error is half a window of a few microseconds on a GPU this test has alone.
     CHECK(span.end_ns >= before);
     CHECK(span.end_ns <= after);
+    CHECK(span.end_window_ns > 0);  // a host reading before and after the event: never 0 wide
+    CHECK(span.end_window_ns < after - before);
   }
 }
 

@@ -72,7 +72,7 @@ class HostCopyEngine final : public CopyEngine {
     auto first = marks_.find(start);
     auto last = marks_.find(end);
     if (first == marks_.end() || last == marks_.end()) throw Error(cat("no timing marks ", start, " and ", end));
-    const MarkSpan result{last->second - first->second, last->second};
+    const MarkSpan result{last->second - first->second, last->second, 0};
     marks_.erase(first);
     marks_.erase(last);
     return result;

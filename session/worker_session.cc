@@ -323,6 +323,7 @@ size_t WorkerSession::take_finished(std::vector<JobResult>* out, size_t max) {
     const CopyEngine::MarkSpan span = engine_->span(marks[i].first, marks[i].second);
     (*out)[first + i].copy_ns = span.elapsed_ns;
     (*out)[first + i].gpu_done_ns = span.end_ns;
+    (*out)[first + i].gpu_done_window_ns = span.end_window_ns;
   }
   return marks.size();
 }

@@ -54,6 +54,9 @@ TEST_CASE("every mix has its three rows, each with its figures, and the sample v
     CHECK(row["jobs"].get<uint64_t>() > 0);
     // Where the slowest SEEN times went: shares in [0, 1], times that the row did spend.
     REQUIRE(row["timed_jobs"].get<uint64_t>() > 0);
+    // The host backend's marks read the host's own clock: no calibration, no error bar.
+    CHECK(row["clock_window_us"]["p50"].get<double>() == 0);
+    CHECK(row["clock_window_us"]["max"].get<double>() == 0);
     const Json& stalls = row["scheduler_stalls"];
     CHECK(stalls["late_seen_busy_share"].get<double>() >= 0);
     CHECK(stalls["late_seen_busy_share"].get<double>() <= 1);
@@ -156,6 +159,7 @@ TEST_CASE("a row that timed no job says so: null in JSON, not a zero that reads 
     CHECK(row["overhead_us"].is_null());
     CHECK(row["landed_us"].is_null());
     CHECK(row["seen_us"].is_null());
+    CHECK(row["clock_window_us"].is_null());
     if (row["path"] == "copy engine") continue;  // it times nothing, and has no jobs to settle
     CHECK(row["scheduler_stalls"]["late_seen_jobs"].empty());
     CHECK(row["scheduler_stalls"]["late_seen_busy_share"].is_null());
