@@ -4,24 +4,13 @@
 #include <chrono>
 #include <system_error>
 
+#include "base/cpu_relax.h"
 #include "base/os.h"
 #include "base/pattern.h"
 #include "base/parallel.h"
 #include "dma/cuda_check.h"
 
 namespace hugepin {
-
-namespace {
-
-void cpu_pause() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield" ::: "memory");
-#endif
-}
-
-}  // namespace
 
 CompletionWatcher::~CompletionWatcher() {
   {
@@ -190,7 +179,7 @@ void CompletionWatcher::ask_events() {
     if (ran || !waiting()) continue;
     lock.unlock();
     if (spin_) {
-      for (int i = 0; i < kSpinPauses; ++i) cpu_pause();
+      for (int i = 0; i < kSpinPauses; ++i) cpu_relax();
     } else {
       std::this_thread::sleep_for(std::chrono::nanoseconds(poll_ns_));
     }

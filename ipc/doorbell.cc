@@ -27,14 +27,6 @@ int register_asymmetric_barrier(Os& os) {
 
 void forget_asymmetric_barrier() { detail::asymmetric_barrier_state.store(0, std::memory_order_relaxed); }
 
-void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield" ::: "memory");
-#endif
-}
-
 bool Doorbell::heavy_barrier(Os& os) { return os.membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED) == 0; }
 
 void Doorbell::mark_unfenced_waker() {

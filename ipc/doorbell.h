@@ -27,6 +27,7 @@
 #include <atomic>
 #include <cstdint>
 
+#include "base/cpu_relax.h"
 #include "base/os.h"
 
 namespace hugepin {
@@ -37,9 +38,6 @@ inline constexpr size_t kCacheLinePair = 128;
 
 // How long a waiter sleeps before it re-checks when the heavy barrier does not cover every waker.
 inline constexpr int64_t kUnfencedSleepNs = 1'000'000;
-
-// Spins one iteration politely (the x86 `pause` instruction).
-void cpu_relax();
 
 // The moment `timeout_ns` from now on the monotonic clock; -1 (none) for a negative timeout.
 inline int64_t deadline_after(Os& os, int64_t timeout_ns) {
