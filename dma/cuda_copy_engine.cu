@@ -562,9 +562,9 @@ class CudaCopyEngine final : public CopyEngine {
   // first, put every GPU time late by the whole window: under MPS, where the four ranks' work
   // shares the GPU's front end, `hugepin bench offload` showed overheads of -23 us at the median
   // (GPU ends after the scheduler had seen them), so the window must have reached tens of
-  // microseconds there (inferred; no run records the windows). Later found to come, in the engine
-  // way's rows at least, from that row recording its completion event before its end mark: each
-  // point on a stream after the copies took tens of microseconds under MPS (eighth session).
+  // microseconds there (inferred then). Measured since (eighth session): the windows were 73-153 us
+  // wide at the median under MPS (`clock_window_us`), and the engine way's row recorded its
+  // completion event before its end mark, which by itself gave it negative figures there.
   // Under calibration_mutex_ (one calibration at a time, candidate_event_ its own); the origin is
   // swapped in under marks_mutex_, so that the launch path's mark() never waits for the spin.
   void calibrate() {
