@@ -126,8 +126,8 @@ class OffloadWorker {
   }
 
   // Reports every job found done, then reads the timed ones' marks (span() may wait for an end
-  // mark and recalibrate the clock: after the report, as hugepin's ranks read theirs after posting)
-  // and keeps their timings for send_timings().
+  // mark: after the report, as hugepin's ranks read theirs after posting) and keeps their timings
+  // for send_timings().
   void poll_engine_jobs() {
     BenchReply reply;
     reply.kind = BenchReplyKind::kCompletions;

@@ -129,18 +129,17 @@ class CopyEngine {
   // Timing marks: mark() records a point on `stream` (null: the engine's stream for `direction`)
   // and returns its id; once the work enqueued before a later mark has completed, span(start,
   // end) gives the time between the two marks and when the later one was reached, on
-  // CLOCK_MONOTONIC, and forgets both. The GPU engines use timing events (a clock calibrated
-  // against CLOCK_MONOTONIC to within half the narrowest of up to four tries' windows, whose width
-  // no run has recorded yet, again whenever the last calibration is older
-  // than 100 ms: the two clocks drift apart); the host engine,
-  // which copies inside enqueue(), the time of the call. span() waits for the end mark: the
+  // CLOCK_MONOTONIC, and forgets both. The GPU engines use timing events, placed on
+  // CLOCK_MONOTONIC by dma/gpu_clock.h (end_window_ns: its error bar; a thread of the engine's
+  // keeps that clock calibrated with a one-thread kernel a second, twenty a second while spans are
+  // read); the host engine, which copies inside enqueue(), the time of the call. span() waits for the end mark: the
   // completion call that announced the work may run before the driver marks the event done.
   // Throws Error when an event cannot be recorded (mark(), after waiting for the stream's work, as
   // enqueue() does) or read, or for an unknown id.
   struct MarkSpan {
     int64_t elapsed_ns = 0;
     int64_t end_ns = 0;         // CLOCK_MONOTONIC
-    int64_t end_window_ns = 0;  // end_ns is right to within half of this (the calibration's window; 0: exact)
+    int64_t end_window_ns = 0;  // end_ns is right to within half of this (GpuClock::Placed; 0: exact)
   };
   virtual uint64_t mark(Direction direction, void* stream) = 0;
   virtual MarkSpan span(uint64_t start, uint64_t end) = 0;

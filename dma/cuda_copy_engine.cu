@@ -8,6 +8,7 @@
 #include <unordered_map>
 #include <cstring>
 #include <deque>
+#include <exception>
 #include <mutex>
 #include <optional>
 #include <utility>
@@ -20,6 +21,7 @@
 #include "dma/copy_plan.h"
 #include "dma/cuda_check.h"
 #include "dma/cuda_copy_kernels.cuh"
+#include "dma/gpu_clock.h"
 
 namespace hugepin {
 namespace {
@@ -242,12 +244,10 @@ class CudaCopyEngine final : public CopyEngine {
                                       static_cast<int>(kBulkSharedBudget)),
                  "sizing the bulk copy kernel's shared memory");
     }
-    check_cuda(cudaStreamCreateWithPriority(&calibration_stream_, cudaStreamNonBlocking, greatest),
-               "creating a calibration stream");
-    check_cuda(cudaEventCreate(&origin_event_), "creating a timing event");
-    check_cuda(cudaEventCreate(&candidate_event_), "creating a timing event");
+    check_cuda(cudaStreamCreateWithPriority(&upload_stream_, cudaStreamNonBlocking, greatest),
+               "creating an upload stream");
     if (aligned_) upload_views();
-    calibrate();
+    clock_.emplace(options_.device);
     watcher_.emplace(options_.device, options_.completion_poll_ns, options_.completion_spin);
   }
 
@@ -258,15 +258,13 @@ class CudaCopyEngine final : public CopyEngine {
       cudaStreamSynchronize(stream);
       cudaStreamDestroy(stream);
     }
-    cudaStreamDestroy(calibration_stream_);
+    cudaStreamDestroy(upload_stream_);
     // Kernels on callers' streams read the views too, and nothing here records their end: wait
     // for the whole device before freeing them (an engine goes rarely; its caller's compute waits).
     (void)cudaDeviceSynchronize();
     for (ResidentViews& resident : resident_views_) cudaFree(resident.device);
     for (auto& [id, mark] : marks_) spare_events_.push_back(mark.event);
     for (cudaEvent_t event : spare_events_) cudaEventDestroy(event);
-    if (origin_event_ != nullptr) cudaEventDestroy(origin_event_);
-    if (candidate_event_ != nullptr) cudaEventDestroy(candidate_event_);
   }
 
   std::unique_ptr<CopyCompletion> launch(Direction direction, std::span<const BlockPair> pairs,
@@ -331,8 +329,8 @@ class CudaCopyEngine final : public CopyEngine {
   }
 
   // Marks are made, waited on and read from any thread (a session's launch() on one, its
-  // take_finished() on another): their table, the spare events and the clock's origin are under
-  // marks_mutex_, never held across a wait for the GPU.
+  // take_finished() on another): their table and the spare events are under marks_mutex_, never
+  // held across a wait for the GPU.
   uint64_t mark(Direction direction, void* caller_stream) override {
     const cudaStream_t stream = stream_for(direction, caller_stream);
     try {
@@ -392,25 +390,28 @@ class CudaCopyEngine final : public CopyEngine {
     // (cudaEventElapsedTime then says cudaErrorNotReady): wait for the end mark, which has landed
     // or is about to, and with it for the start mark queued before it on the same stream.
     check_cuda(cudaEventSynchronize(last_event), "waiting for a copy's end mark");
-    calibrate_when_old();
     std::lock_guard lock(marks_mutex_);
     auto first = marks_.find(start);
     auto last = marks_.find(end);
     if (first == marks_.end() || last == marks_.end()) throw missing();  // read by another thread meanwhile
     const cudaEvent_t first_event = first->second.event;
     float elapsed_ms = 0;
-    float since_origin_ms = 0;
     const cudaError_t elapsed = cudaEventElapsedTime(&elapsed_ms, first_event, last_event);
-    const cudaError_t since_origin = cudaEventElapsedTime(&since_origin_ms, origin_event_, last_event);
+    GpuClock::Placed placed;
+    std::exception_ptr place_failure;
+    try {
+      placed = clock_->place(last_event);
+    } catch (...) {
+      place_failure = std::current_exception();
+    }
     // Both marks are forgotten whatever the reading said: the caller cannot ask again.
     spare_events_.push_back(first_event);
     spare_events_.push_back(last_event);
     marks_.erase(first);
     marks_.erase(last);
     check_cuda(elapsed, "reading a copy's GPU time");
-    check_cuda(since_origin, "reading a copy's GPU time");
-    return {static_cast<int64_t>(elapsed_ms * 1e6), origin_ns_ + static_cast<int64_t>(since_origin_ms * 1e6),
-            origin_window_ns_};
+    if (place_failure) std::rethrow_exception(place_failure);
+    return {static_cast<int64_t>(elapsed_ms * 1e6), placed.ns, placed.window_ns};
   }
 
   void synchronize() override {
@@ -535,7 +536,7 @@ class CudaCopyEngine final : public CopyEngine {
   }
 
   // Both directions' views for both kernels' piece sizes, to the device once (the engine's views
-  // never change), on the calibration stream, waited for: any stream's kernels may read them.
+  // never change), on a stream of their own, waited for: any stream's kernels may read them.
   void upload_views() {
     for (Direction direction : {Direction::kHostToDevice, Direction::kDeviceToHost}) {
       for (bool bulk : {false, true}) {
@@ -548,81 +549,23 @@ class CudaCopyEngine final : public CopyEngine {
         const size_t bytes = unit_views.size() * sizeof(UnitView);  // views are never empty (make_cuda_copy_engine)
         check_cuda(cudaMalloc(&resident.device, bytes), "allocating copy views");
         check_cuda(cudaMemcpyAsync(resident.device, unit_views.data(), bytes, cudaMemcpyHostToDevice,
-                                   calibration_stream_),
+                                   upload_stream_),
                    "uploading copy views");
-        check_cuda(cudaStreamSynchronize(calibration_stream_), "uploading copy views");
+        check_cuda(cudaStreamSynchronize(upload_stream_), "uploading copy views");
       }
     }
   }
-
-  // The GPU clock's origin on CLOCK_MONOTONIC, for span(): an event reached now, on a stream of
-  // its own that nothing else waits on. The event is stamped somewhere between the host's reading
-  // before it was recorded and the one after the spin saw it done; the origin is the middle of the
-  // narrowest of up to kCalibrationTries such windows. Taking the end of one window, as this did
-  // first, put every GPU time late by the whole window: under MPS, where the four ranks' work
-  // shares the GPU's front end, `hugepin bench offload` showed overheads of -23 us at the median
-  // (GPU ends after the scheduler had seen them), so the window must have reached tens of
-  // microseconds there (inferred then). Measured since (eighth session): the windows were 73-153 us
-  // wide at the median under MPS (`clock_window_us`), and the engine way's row recorded its
-  // completion event before its end mark, which by itself gave it negative figures there.
-  // Under calibration_mutex_ (one calibration at a time, candidate_event_ its own); the origin is
-  // swapped in under marks_mutex_, so that the launch path's mark() never waits for the spin.
-  void calibrate() {
-    int64_t narrowest = INT64_MAX;
-    for (int attempt = 0; attempt < kCalibrationTries && narrowest > kCalibrationWindowNs; ++attempt) {
-      const int64_t before = real_os().monotonic_ns();
-      check_cuda(cudaEventRecord(candidate_event_, calibration_stream_), "recording a timing event");
-      cudaError_t state;
-      while ((state = cudaEventQuery(candidate_event_)) == cudaErrorNotReady) {
-        // Spinning notices the event within a microsecond or two; a blocking wait is later.
-      }
-      check_cuda(state, "calibrating the GPU clock");
-      const int64_t after = real_os().monotonic_ns();
-      if (after - before >= narrowest) continue;
-      narrowest = after - before;
-      std::lock_guard lock(marks_mutex_);
-      std::swap(origin_event_, candidate_event_);
-      origin_ns_ = before + narrowest / 2;
-      origin_window_ns_ = narrowest;
-    }
-  }
-
-  // span()'s: calibrates again when the origin is older than kCalibrationAgeNs.
-  void calibrate_when_old() {
-    std::lock_guard calibrating(calibration_mutex_);
-    int64_t origin_ns = 0;
-    {
-      std::lock_guard lock(marks_mutex_);
-      origin_ns = origin_ns_;
-    }
-    if (real_os().monotonic_ns() - origin_ns > kCalibrationAgeNs) calibrate();
-  }
-
-  // Calibration: tries at most, and a window narrow enough to stop at (chosen, not measured: about
-  // an event record and a query or two while the GPU's front end is free).
-  static constexpr int kCalibrationTries = 4;
-  static constexpr int64_t kCalibrationWindowNs = 4'000;
-
-  // How old the calibration may get before span() makes a new one. The event clock and
-  // CLOCK_MONOTONIC do not stay together: on the H200 host, with one calibration per engine,
-  // GPU end times tens of seconds later came out up to tens of microseconds after the host had
-  // heard of them (negative landing delays in `hugepin bench offload`). A calibration is a few
-  // microseconds of spinning; span() is called per job.
-  static constexpr int64_t kCalibrationAgeNs = 100'000'000;
 
   std::vector<SegmentView> views_;
   CopyEngineOptions options_;
   bool aligned_;
   std::array<cudaStream_t, 2> streams_{};
-  cudaStream_t calibration_stream_ = nullptr;
+  cudaStream_t upload_stream_ = nullptr;
   std::array<PairSlots, 2> pair_slots_{PairSlots(options_.sm_launches_queued), PairSlots(options_.sm_launches_queued)};
   std::array<ResidentViews, 4> resident_views_{};  // views_index(): direction x kernel
   uint32_t bulk_stage_bytes_ = 0;
   uint32_t bulk_pipelines_ = 0;
-  cudaEvent_t origin_event_ = nullptr;
-  cudaEvent_t candidate_event_ = nullptr;  // calibrate()'s next try
-  int64_t origin_ns_ = 0;
-  int64_t origin_window_ns_ = 0;  // the window origin_ns_ came from
+  std::optional<GpuClock> clock_;  // span()'s GPU ends on CLOCK_MONOTONIC
   struct Mark {
     cudaEvent_t event;
     cudaStream_t stream;  // where it was recorded
@@ -633,8 +576,7 @@ class CudaCopyEngine final : public CopyEngine {
     if (found == marks_.end()) throw Error(cat("no timing mark ", mark));
     return found->second;
   }
-  std::mutex calibration_mutex_;  // calibrate(): one at a time
-  std::mutex marks_mutex_;  // marks_, spare_events_, last_mark_, origin_event_, origin_ns_ and its window
+  std::mutex marks_mutex_;  // marks_, spare_events_, last_mark_
   std::unordered_map<uint64_t, Mark> marks_;
   std::vector<cudaEvent_t> spare_events_;
   uint64_t last_mark_ = 0;

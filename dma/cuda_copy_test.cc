@@ -6,8 +6,10 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
@@ -19,6 +21,7 @@
 #include "base/size.h"
 #include "dma/copy_engine.h"
 #include "dma/copy_units.h"
+#include "dma/gpu_clock.h"
 #include "dma/gpu_runtime.h"
 #include "dma/pinning.h"
 #include "hugemem/arena.h"
@@ -384,7 +387,7 @@ TEST_CASE("timing marks: a copy's GPU time and end fall inside what the host saw
   for (uint64_t b = 0; b < all[0].device_blocks; ++b) pairs.push_back({b, b});
   for (int round = 0; round < 20; ++round) {
     CAPTURE(round);
-    // Older than 100 ms: the next span() calibrates again (and the rounds after use that one).
+    // Longer than the clock's rounds apart: the spans after use newer origins (dma/gpu_clock.h).
     if (round % 10 == 9) std::this_thread::sleep_for(std::chrono::milliseconds(120));
     const int64_t before = real_os().monotonic_ns();
     const uint64_t start = engine->mark(Direction::kHostToDevice, nullptr);
@@ -395,9 +398,12 @@ TEST_CASE("timing marks: a copy's GPU time and end fall inside what the host saw
     const int64_t after = real_os().monotonic_ns();
     CHECK(span.elapsed_ns > 0);
     CHECK(span.elapsed_ns <= after - before);
-    // The calibration's error is half a window of a few microseconds on a GPU this test has alone.
-    CHECK(span.end_ns >= before);
-    CHECK(span.end_ns <= after);
+    CAPTURE(span.end_window_ns);
+    CAPTURE(after - before);
+    CAPTURE(span.end_ns - before);
+    // Within half the clock's window: microseconds against a copy of milliseconds.
+    CHECK(span.end_ns + span.end_window_ns / 2 >= before);
+    CHECK(span.end_ns - span.end_window_ns / 2 <= after);
     CHECK(span.end_window_ns > 0);  // a host reading before and after the event: never 0 wide
     CHECK(span.end_window_ns < after - before);
   }
@@ -483,6 +489,102 @@ class StreamHold {
   std::condition_variable opened_;
   bool open_ = false;
 };
+
+// Places an event that the host held back until `opened` and saw done at `seen` (a stream held by
+// a host function, released at a known moment): the clock must put it inside that span, give or
+// take half its window.
+// The clock's last rounds, relative to `now`, for a failure's message.
+std::string describe_rounds(GpuClock& clock, int64_t now) {
+  std::string text = "rounds (before, +ack, +after us, taken) relative to the check:";
+  for (const GpuClock::RoundRecord& r : clock.recent_rounds()) {
+    text += cat(" [", (r.before_ns - now) / 1000, ", +", (r.acknowledged_ns - r.before_ns) / 1000, ", +",
+                (r.after_ns - r.before_ns) / 1000, r.taken ? ", taken]" : "]");
+  }
+  return text;
+}
+
+void check_placement(GpuClock& clock, cudaStream_t stream, cudaEvent_t event) {
+  int64_t opened = 0;
+  {
+    StreamHold hold(stream);
+    cuda_ok(cudaEventRecord(event, stream), "recording an event");
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    opened = real_os().monotonic_ns();
+    hold.open();
+  }
+  cuda_ok(cudaEventSynchronize(event), "waiting for an event");
+  const int64_t seen = real_os().monotonic_ns();
+  const GpuClock::Placed placed = clock.place(event);
+  CAPTURE(placed.ns - opened);
+  CAPTURE(seen - placed.ns);
+  CAPTURE(placed.window_ns);
+  const std::string rounds = describe_rounds(clock, opened);
+  CAPTURE(rounds);
+  CHECK(placed.window_ns > 0);  // a handshake takes time: never exact
+  CHECK(placed.ns + placed.window_ns / 2 >= opened);
+  CHECK(placed.ns - placed.window_ns / 2 <= seen);
+}
+
+TEST_CASE("the GPU clock places events where the host saw them happen, fresh, measuring its rate, and after idling") {
+  cudaStream_t stream = nullptr;
+  cudaEvent_t event = nullptr;
+  cuda_ok(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "creating a stream");
+  cuda_ok(cudaEventCreate(&event), "creating an event");
+  GpuClock clock(0);
+  {
+    INFO("right after the first round");
+    check_placement(clock, stream, event);
+    CHECK(clock.rate() == 1.0);  // not measured yet
+  }
+  // In use for longer than the rate's baseline: rounds run on the clock's thread meanwhile.
+  const int64_t until = real_os().monotonic_ns() + GpuClock::kRateBaselineNs * 3 / 2;
+  while (real_os().monotonic_ns() < until) {
+    cuda_ok(cudaEventRecord(event, stream), "recording an event");
+    cuda_ok(cudaEventSynchronize(event), "waiting for an event");
+    (void)clock.place(event);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  {
+    INFO("with the rate measured");
+    CHECK(clock.rate() != 1.0);
+    CHECK(std::abs(clock.rate() - 1.0) < GpuClock::kAssumedDrift);
+    check_placement(clock, stream, event);
+  }
+  {
+    INFO("with copies filling the link both ways");
+    Fixture& f = *g_fixture;
+    constexpr uint64_t kHalf = kRegionBytes / 2;
+    const uint64_t chunk = f.pinned.chunk_bytes();
+    REQUIRE(kHalf % (2 * chunk) == 0);
+    std::array<cudaStream_t, 2> copies{};
+    for (cudaStream_t& s : copies) cuda_ok(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "creating a stream");
+    auto* host = reinterpret_cast<char*>(f.region.data());
+    auto* device = static_cast<char*>(f.device);
+    for (int burst = 0; burst < 30; ++burst) {
+      CAPTURE(burst);
+      // About 10 ms each way at the link's rate, a pinned chunk a copy (DMA cannot cross two).
+      for (int i = 0; i < 16; ++i) {
+        const uint64_t offset = (i % 2) * chunk;
+        cuda_ok(cudaMemcpyAsync(device + offset, host + offset, chunk, cudaMemcpyHostToDevice, copies[0]), "copying");
+        cuda_ok(cudaMemcpyAsync(host + kHalf + offset, device + kHalf + offset, chunk, cudaMemcpyDeviceToHost,
+                                copies[1]),
+                "copying");
+      }
+      check_placement(clock, stream, event);
+      for (cudaStream_t s : copies) cuda_ok(cudaStreamSynchronize(s), "waiting for copies");
+    }
+    for (cudaStream_t s : copies) cuda_ok(cudaStreamDestroy(s), "destroying a stream");
+    MESSAGE(describe_rounds(clock, real_os().monotonic_ns()));  // the windows under load, for the record
+  }
+  // Unused for longer than kKeepFreshNs: rounds at the idle pace.
+  std::this_thread::sleep_for(std::chrono::nanoseconds(GpuClock::kKeepFreshNs + 200'000'000));
+  {
+    INFO("at the idle pace");
+    check_placement(clock, stream, event);
+  }
+  cuda_ok(cudaEventDestroy(event), "destroying an event");
+  cuda_ok(cudaStreamDestroy(stream), "destroying a stream");
+}
 
 TEST_CASE("a call behind an end mark waits for the copies before it, and the engine's end runs it once") {
   Fixture& f = *g_fixture;

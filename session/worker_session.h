@@ -83,8 +83,8 @@ struct JobResult {
   int64_t landed_ns = 0;   // when the session learned that its copies landed
   // With WorkerSessionOptions::time_copies (else 0): the copies' own time on the GPU (from
   // their start to their end, excluding any wait for earlier work on the stream), and when they
-  // ended, on CLOCK_MONOTONIC (the GPU's clock calibrated against it: right to within half of
-  // gpu_done_window_ns, the calibration's window; 0 on the host backend, whose clock is the host's).
+  // ended, on CLOCK_MONOTONIC (the GPU's clock calibrated against it, dma/gpu_clock.h: right to
+  // within half of gpu_done_window_ns; 0 on the host backend, whose clock is the host's).
   int64_t copy_ns = 0;
   int64_t gpu_done_ns = 0;
   int64_t gpu_done_window_ns = 0;
