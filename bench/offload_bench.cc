@@ -240,6 +240,7 @@ struct Measured {
   std::vector<double> settle_us, copy_us, overhead_us;
   std::vector<double> landed_us, seen_us;  // the overhead's two parts: GPU end -> rank knows -> quorum seen
   std::vector<double> clock_window_us;     // per timed job: the widest calibration window behind its GPU ends
+  uint64_t clock_early = 0;                // timed jobs known landed before their GPU end's window began
   std::vector<double> seen_busy_us;          // of each seen_us, the scheduler's time outside collect()
   std::vector<std::optional<CollectSpan>> seen_collect;  // ... and the collect() call that saw it
   CollectSpans collect_spans;                // the window's collect() calls (bench/scheduler_stalls.h)
@@ -594,6 +595,9 @@ class OffloadRun {
     measured->overhead_us.push_back((job.quorum_ns - times.gpu_done_ns) / 1e3);
     measured->landed_us.push_back((times.landed_ns - times.gpu_done_ns) / 1e3);
     measured->clock_window_us.push_back(times.window_ns / 1e3);
+    // The last rank cannot have known its copies landed before they ended: an end placed later
+    // than that by more than half its window is the clock's error, not a fast report.
+    if (times.landed_ns - times.gpu_done_ns < -times.window_ns / 2) ++measured->clock_early;
     measured->seen_us.push_back((job.quorum_ns - times.landed_ns) / 1e3);
     measured->seen_busy_us.push_back(measured->collect_spans.outside(times.landed_ns, job.quorum_ns) / 1e3);
     measured->seen_collect.push_back(measured->collect_spans.span_at(job.quorum_ns));
@@ -696,6 +700,7 @@ class OffloadRun {
     row->landed_p99_us = percentile(m.landed_us, 99);
     row->clock_window_p50_us = percentile(m.clock_window_us, 50);
     row->clock_window_max_us = m.clock_window_us.empty() ? 0 : *std::max_element(m.clock_window_us.begin(), m.clock_window_us.end());
+    row->clock_early_jobs = m.clock_early;
     row->seen_p50_us = percentile(m.seen_us, 50);
     row->seen_p99_us = percentile(m.seen_us, 99);
     const double jobs = std::max<double>(1, static_cast<double>(m.jobs.size()));

@@ -128,6 +128,9 @@ struct OffloadRow {
   // The error bar on every GPU end above: each is right to within half of its calibration's
   // window (CopyEngine::MarkSpan::end_window_ns; per timed job, the widest over its ranks).
   double clock_window_p50_us = 0, clock_window_max_us = 0;
+  // Timed jobs whose last rank knew its copies landed more than half a window before their GPU end
+  // as placed: the clock's error bars broken. 0 when they hold.
+  uint64_t clock_early_jobs = 0;
   double cpu_us_per_job = 0;        // the scheduler thread's inside the protocol's calls
   double cpu_us_per_job_rank = 0;   // the same per rank
   double loop_cpu_us_per_job = 0;   // the whole scheduler thread's, the benchmark's driver too

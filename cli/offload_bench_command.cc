@@ -60,6 +60,12 @@ Json timed_json(const bench::OffloadRow& row, std::initializer_list<std::pair<co
   return out;
 }
 
+Json clock_window_json(const bench::OffloadRow& row) {
+  Json out = timed_json(row, {{"p50", row.clock_window_p50_us}, {"max", row.clock_window_max_us}});
+  if (!out.is_null()) out["early"] = row.clock_early_jobs;
+  return out;
+}
+
 // A figure that may be missing: null, where 0 would read as measured.
 template <typename T>
 Json or_null(const std::optional<T>& value) {
@@ -110,7 +116,7 @@ Json row_json(const bench::OffloadRow& row) {
           {"overhead_us", timed_json(row, {{"p50", row.overhead_p50_us}, {"p99", row.overhead_p99_us}})},
           {"landed_us", timed_json(row, {{"p50", row.landed_p50_us}, {"p99", row.landed_p99_us}})},
           {"seen_us", timed_json(row, {{"p50", row.seen_p50_us}, {"p99", row.seen_p99_us}})},
-          {"clock_window_us", timed_json(row, {{"p50", row.clock_window_p50_us}, {"max", row.clock_window_max_us}})},
+          {"clock_window_us", clock_window_json(row)},
           {"scheduler_cpu_us_per_job", row.cpu_us_per_job},
           {"scheduler_cpu_us_per_job_rank", row.cpu_us_per_job_rank},
           {"scheduler_loop_cpu_us_per_job", row.loop_cpu_us_per_job},

@@ -57,6 +57,7 @@ TEST_CASE("every mix has its three rows, each with its figures, and the sample v
     // The host backend's marks read the host's own clock: no calibration, no error bar.
     CHECK(row["clock_window_us"]["p50"].get<double>() == 0);
     CHECK(row["clock_window_us"]["max"].get<double>() == 0);
+    CHECK(row["clock_window_us"]["early"].get<uint64_t>() == 0);  // the host's clock on both sides
     const Json& stalls = row["scheduler_stalls"];
     CHECK(stalls["late_seen_busy_share"].get<double>() >= 0);
     CHECK(stalls["late_seen_busy_share"].get<double>() <= 1);
