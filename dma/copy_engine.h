@@ -130,9 +130,10 @@ class CopyEngine {
   // and returns its id; once the work enqueued before a later mark has completed, span(start,
   // end) gives the time between the two marks and when the later one was reached, on
   // CLOCK_MONOTONIC, and forgets both. The GPU engines use timing events, placed on
-  // CLOCK_MONOTONIC by dma/gpu_clock.h (end_window_ns: its error bar; a thread of the engine's
-  // keeps that clock calibrated with a one-thread kernel a second, twenty a second while spans are
-  // read); the host engine, which copies inside enqueue(), the time of the call. span() waits for the end mark: the
+  // CLOCK_MONOTONIC by dma/gpu_clock.h (end_window_ns: its error bar; from the first mark on, a
+  // thread of the engine's keeps that clock calibrated with a one-thread kernel a second, twenty a
+  // second while spans are read); the host engine, which copies inside enqueue(), the time of the
+  // call. span() waits for the end mark: the
   // completion call that announced the work may run before the driver marks the event done.
   // Throws Error when an event cannot be recorded (mark(), after waiting for the stream's work, as
   // enqueue() does) or read, or for an unknown id.

@@ -349,6 +349,7 @@ class CudaCopyEngine final : public CopyEngine {
         check_cuda(recorded, "recording a timing event");
       }
       marks_.emplace(++last_mark_, Mark{event, stream});
+      clock_->keep_calibrating();  // timing is in use: rounds from now on (dma/gpu_clock.h)
       return last_mark_;
     } catch (...) {
       // A caller that gives up on its copies when a mark fails (a session reports the job failed)

@@ -1,9 +1,6 @@
 #include "dma/gpu_clock.h"
 
-#include <atomic>
 #include <chrono>
-#include <cmath>
-#include <cstdlib>
 #include <system_error>
 
 #include "base/cpu_relax.h"
@@ -21,12 +18,19 @@ __device__ uint64_t globaltimer() {
   return now;
 }
 
-// Steps 1 and 2 of a round (gpu_clock.h): says it runs, spins until released, reads the clock.
-__global__ void clock_gate_kernel(volatile uint64_t* words, uint64_t round) {
-  // words: Handshake's fields in order (release, started, acknowledged, gate_time, ...).
+// Steps 1 and 2 of a round (gpu_clock.h): says it runs, spins until released, reads the clock and
+// answers; gives up after timeout_ns without a release. words: Handshake's fields in order
+// (release, started, acknowledged, gate_time, abandoned).
+__global__ void clock_gate_kernel(volatile uint64_t* words, uint64_t round, uint64_t timeout_ns) {
+  const uint64_t start = globaltimer();
   words[1] = round;
   __threadfence_system();
   while (words[0] != round) {
+    if (globaltimer() - start > timeout_ns) {
+      words[4] = round;
+      __threadfence_system();
+      return;
+    }
   }
   words[3] = globaltimer();
   __threadfence_system();
@@ -34,12 +38,9 @@ __global__ void clock_gate_kernel(volatile uint64_t* words, uint64_t round) {
   __threadfence_system();
 }
 
-uint64_t load(const volatile uint64_t& word) {
+uint64_t load(const uint64_t& word) {
   return std::atomic_ref<uint64_t>(const_cast<uint64_t&>(word)).load(std::memory_order_acquire);
 }
-
-// Relative precision of the float milliseconds cudaEventElapsedTime returns (2^-23 and a bit).
-constexpr double kElapsedPrecision = 1.2e-7;
 
 }  // namespace
 
@@ -57,10 +58,15 @@ GpuClock::GpuClock(int device) : device_(device) {
     *handshake_ = Handshake{};
     check_cuda(cudaHostGetDevicePointer(reinterpret_cast<void**>(&device_handshake_), handshake_, 0),
                "mapping the clock's handshake");
-    const Round first = run_round(candidate_);
+    // The first round must give an origin: a gate that gave up (a busy GPU) is tried again.
+    std::optional<ClockModel::Round> first;
+    for (int attempt = 0; !first; ++attempt) {
+      if (attempt == kFailuresToGiveUp) throw Error("calibrating the GPU clock: the gate found no release in time");
+      first = run_round(candidate_);
+    }
     {
       std::lock_guard lock(mutex_);
-      take(first);
+      take(*first);
     }
     thread_ = std::thread([this] { keep_fresh(); });
   } catch (const std::system_error& error) {
@@ -73,9 +79,9 @@ GpuClock::GpuClock(int device) : device_(device) {
 }
 
 GpuClock::~GpuClock() {
+  stopping_ = true;
   {
-    std::lock_guard lock(mutex_);
-    stopping_ = true;
+    std::lock_guard lock(mutex_);  // the thread checks stopping_ under it before it waits
   }
   wake_.notify_all();
   if (thread_.joinable()) thread_.join();
@@ -93,27 +99,40 @@ void GpuClock::release_resources() {
   (void)cudaGetLastError();
 }
 
+void GpuClock::keep_calibrating() {
+  std::lock_guard lock(mutex_);
+  if (calibrating_) return;
+  calibrating_ = true;
+  wake_.notify_one();
+}
+
 GpuClock::Placed GpuClock::place(cudaEvent_t reached) {
   std::lock_guard lock(mutex_);
-  if (!failure_.empty()) throw Error(cat("calibrating the GPU clock: ", failure_));
+  if (failures_in_a_row_ >= kFailuresToGiveUp) {
+    throw Error(cat("calibrating the GPU clock: ", failures_in_a_row_, " rounds in a row failed: ", last_failure_));
+  }
   const int64_t now = real_os().monotonic_ns();
-  if (now - last_use_ns_ > kKeepFreshNs) wake_.notify_one();  // the thread may be at the idle pace
+  if (!calibrating_ || now - last_use_ns_ > kKeepFreshNs) wake_.notify_one();  // at the idle pace, or not started
+  calibrating_ = true;
   last_use_ns_ = now;
   float elapsed_ms = 0;
   check_cuda(cudaEventElapsedTime(&elapsed_ms, origin_, reached), "placing a timing event");
-  const double elapsed_ns = static_cast<double>(elapsed_ms) * 1e6;
-  const double spread = std::abs(elapsed_ns) * (2 * rate_error_ + kElapsedPrecision);
-  return {origin_ns_ + std::llround(elapsed_ns * rate_), origin_window_ns_ + std::llround(std::ceil(spread))};
+  return model_.place(static_cast<double>(elapsed_ms) * 1e6);
 }
 
 int64_t GpuClock::origin_window_ns() {
   std::lock_guard lock(mutex_);
-  return origin_window_ns_;
+  return model_.origin_window_ns();
 }
 
 double GpuClock::rate() {
   std::lock_guard lock(mutex_);
-  return rate_;
+  return model_.rate();
+}
+
+double GpuClock::drift_error() {
+  std::lock_guard lock(mutex_);
+  return model_.drift_error();
 }
 
 std::vector<GpuClock::RoundRecord> GpuClock::recent_rounds() {
@@ -124,51 +143,57 @@ std::vector<GpuClock::RoundRecord> GpuClock::recent_rounds() {
   return oldest_first;
 }
 
-void GpuClock::wait_for(const volatile uint64_t& word, uint64_t round, const char* what) {
+template <typename Done>
+bool GpuClock::wait_until(Done done, const char* what) {
   const int64_t start = real_os().monotonic_ns();
   int64_t sleep_ns = kFirstSleepNs;
-  while (load(word) != round) {
+  while (!done()) {
+    if (stopping_) return false;
     if (real_os().monotonic_ns() - start < kSpinNs) {
       cpu_relax();
       continue;
     }
-    // Not answering soon: the GPU is busy elsewhere, or the kernels failed (the stream says which).
+    // Not answering soon: the GPU is busy elsewhere, or the gate failed (the stream says which).
     const cudaError_t state = cudaStreamQuery(stream_);
     if (state != cudaErrorNotReady && state != cudaSuccess) check_cuda(state, what);
-    if (state == cudaSuccess && load(word) != round) {
-      throw Error(cat(what, ": the clock's kernels finished without answering round ", round));
-    }
+    if (state == cudaSuccess && !done()) throw Error(cat(what, ": the clock's stream finished without answering"));
     std::this_thread::sleep_for(std::chrono::nanoseconds(sleep_ns));
     sleep_ns = std::min(2 * sleep_ns, kLongestSleepNs);
   }
+  return true;
 }
 
-GpuClock::Round GpuClock::run_round(cudaEvent_t origin) {
+std::optional<ClockModel::Round> GpuClock::run_round(cudaEvent_t origin) {
   const uint64_t round = ++rounds_;
   auto* words = reinterpret_cast<volatile uint64_t*>(device_handshake_);
   std::atomic_ref<uint64_t> release(handshake_->release);
-  clock_gate_kernel<<<1, 1, 0, stream_>>>(words, round);
-  check_cuda(cudaGetLastError(), "launching the clock's gate");
-  // The gate spins until released: every way out of here releases it.
+  // Armed before the launch: whatever happens below, a gate that runs is released.
   struct Releaser {
     std::atomic_ref<uint64_t>& release;
     uint64_t round;
     ~Releaser() { release.store(round, std::memory_order_release); }
   } releaser{release, round};
+  (void)cudaGetLastError();  // a failure left by an earlier call on this thread is not the gate's
+  clock_gate_kernel<<<1, 1, 0, stream_>>>(words, round, kGateTimeoutNs);
+  check_cuda(cudaGetLastError(), "launching the clock's gate");
   check_cuda(cudaEventRecord(origin, stream_), "recording the clock's origin");
-  wait_for(handshake_->started, round, "starting the clock's gate");
-  Round taken;
+  const auto answered = [&] { return load(handshake_->acknowledged) == round || load(handshake_->abandoned) == round; };
+  if (!wait_until([&] { return load(handshake_->started) == round || load(handshake_->abandoned) == round; },
+                  "starting the clock's gate")) {
+    return std::nullopt;
+  }
+  ClockModel::Round taken;
   taken.before_ns = real_os().monotonic_ns();
   release.store(round, std::memory_order_release);
   // The gate is running and answers within a PCIe round trip, unless the GPU switches it out.
-  wait_for(handshake_->acknowledged, round, "reading the clock's gate");
+  if (!wait_until(answered, "reading the clock's gate")) return std::nullopt;
   taken.acknowledged_ns = real_os().monotonic_ns();
+  if (load(handshake_->acknowledged) != round) return std::nullopt;  // it gave up before the release
   taken.gate_time = load(handshake_->gate_time);
   // Asked back to back: each microsecond of noticing late widens the window by one.
-  const int64_t asked_since = taken.acknowledged_ns;
   cudaError_t state;
   while ((state = cudaEventQuery(origin)) == cudaErrorNotReady) {
-    if (real_os().monotonic_ns() - asked_since > kSpinNs) break;  // the GPU is busy elsewhere
+    if (real_os().monotonic_ns() - taken.acknowledged_ns > kSpinNs) break;  // the GPU is busy elsewhere
   }
   if (state == cudaErrorNotReady) state = cudaEventSynchronize(origin);
   check_cuda(state, "waiting for the clock's origin");
@@ -176,16 +201,9 @@ GpuClock::Round GpuClock::run_round(cudaEvent_t origin) {
   return taken;
 }
 
-void GpuClock::take(const Round& round) {
-  const int64_t window = round.origin_window_ns();
-  const int64_t grown = origin_window_ns_ + static_cast<int64_t>(2 * rate_error_ *
-                                                                 static_cast<double>(round.origin_ns() - origin_ns_));
-  const bool taken = !anchored_ || window <= grown;
-  if (taken) {
-    std::swap(origin_, candidate_);
-    origin_ns_ = round.origin_ns();
-    origin_window_ns_ = window;
-  }
+void GpuClock::take(const ClockModel::Round& round) {
+  const bool taken = model_.take(round);
+  if (taken) std::swap(origin_, candidate_);
   const RoundRecord record{round.before_ns, round.acknowledged_ns, round.after_ns, round.gate_time, taken};
   if (recent_.size() < kRecentRounds) {
     recent_.push_back(record);
@@ -193,54 +211,48 @@ void GpuClock::take(const Round& round) {
     recent_[recent_next_] = record;
   }
   recent_next_ = (recent_next_ + 1) % kRecentRounds;
-  // The rate, from this round's handshake and the anchor's: each places its gate_time within half
-  // its window.
-  const int64_t handshake_window = round.handshake_window_ns();
-  if (!anchored_) {
-    anchor_ = round;
-    anchored_ = true;
-    return;
-  }
-  const auto gpu_ns = static_cast<double>(static_cast<int64_t>(round.gate_time - anchor_.gate_time));
-  const int64_t anchor_window = anchor_.handshake_window_ns();
-  if (gpu_ns < static_cast<double>(kRateBaselineNs)) {
-    if (gpu_ns < static_cast<double>(kRateBaselineNs / 4) && handshake_window < anchor_window) anchor_ = round;
-    return;
-  }
-  const double error = static_cast<double>(anchor_window + handshake_window) / 2 / gpu_ns;
-  if (error < rate_error_) {
-    rate_ = static_cast<double>(round.handshake_ns() - anchor_.handshake_ns()) / gpu_ns;
-    rate_error_ = error;
-  }
-  // A fresh anchor, as narrow as the old: later estimates follow a host clock that NTP slews, and
-  // take over once their baseline makes them better.
-  if (gpu_ns > static_cast<double>(kRateRebaseNs) && handshake_window <= anchor_window) anchor_ = round;
 }
 
 void GpuClock::keep_fresh() {
   name_this_thread("hugepin-clock");
   (void)cudaSetDevice(device_);
+  // Queries from this thread must not invalidate a graph another thread captures in global mode.
+  cudaStreamCaptureMode relaxed = cudaStreamCaptureModeRelaxed;
+  (void)cudaThreadExchangeStreamCaptureMode(&relaxed);
   std::unique_lock lock(mutex_);
   int64_t last_round_ns = real_os().monotonic_ns();  // the constructor's
+  int64_t retry_ns = kRoundEveryNs;
   while (!stopping_) {
+    if (!calibrating_) {
+      wake_.wait(lock);
+      continue;
+    }
     const int64_t now = real_os().monotonic_ns();
     const bool in_use = now - last_use_ns_ <= kKeepFreshNs;
-    const int64_t due = last_round_ns + (in_use ? kRoundEveryNs : kIdleRoundEveryNs);
-    if (now < due) {
-      wake_.wait_for(lock, std::chrono::nanoseconds(due - now));  // place() wakes it when in use anew
+    const int64_t pace = failures_in_a_row_ > 0 ? retry_ns : in_use ? kRoundEveryNs : kIdleRoundEveryNs;
+    if (now < last_round_ns + pace) {
+      wake_.wait_for(lock, std::chrono::nanoseconds(last_round_ns + pace - now));  // place() wakes it when in use anew
       continue;
     }
     lock.unlock();
+    std::optional<ClockModel::Round> round;
+    std::string failure;
     try {
-      const Round round = run_round(candidate_);
-      lock.lock();
-      take(round);
+      round = run_round(candidate_);
     } catch (const Error& error) {
-      if (!lock.owns_lock()) lock.lock();
-      failure_ = error.what();
-      return;
+      failure = error.what();
     }
+    lock.lock();
     last_round_ns = real_os().monotonic_ns();
+    if (!failure.empty()) {
+      ++failures_in_a_row_;
+      last_failure_ = failure;
+      retry_ns = std::min(2 * retry_ns, kIdleRoundEveryNs);
+      continue;
+    }
+    failures_in_a_row_ = 0;
+    retry_ns = kRoundEveryNs;
+    if (round) take(*round);
   }
 }
 

@@ -1,0 +1,147 @@
+// ClockModel on made-up rounds: a GPU clock of a chosen rate, rounds whose events and gate
+// readings fall anywhere in their windows (edges included), and events placed from the model
+// must lie within half their window of the truth: idle, under long load, when the rate wanders,
+// and from a wide first round.
+#include "dma/clock_model.h"
+
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <random>
+
+namespace hugepin {
+namespace {
+
+// The truth: host time (ns) and a GPU clock running at `ppm` against it, which may change.
+struct Truth {
+  double gpu_at_zero = 5e12;
+  double ppm = -12.7;
+  double gpu_ns(double host_ns) const { return gpu_at_zero + host_ns * (1 + ppm * 1e-6); }
+  // Changes the rate from `host_ns` on, keeping the clock continuous.
+  void set_ppm(double host_ns, double new_ppm) {
+    const double at = gpu_ns(host_ns);
+    ppm = new_ppm;
+    gpu_at_zero = at - host_ns * (1 + ppm * 1e-6);
+  }
+};
+
+class Rig {
+ public:
+  explicit Rig(uint64_t seed) : random_(seed) {}
+
+  // A round starting at host time t: the origin somewhere in a window of `window_ns`, the gate's
+  // reading somewhere in a handshake of `handshake_ns`. Returns the origin's true host time.
+  double round(ClockModel& model, double t, int64_t window_ns, int64_t handshake_ns) {
+    ClockModel::Round r;
+    r.before_ns = static_cast<int64_t>(t);
+    r.acknowledged_ns = r.before_ns + handshake_ns;
+    r.after_ns = r.before_ns + window_ns;
+    r.gate_time = static_cast<uint64_t>(truth.gpu_ns(t + handshake_ns * pick()));
+    const double origin = t + static_cast<double>(window_ns) * pick();
+    if (model.take(r)) origin_gpu_ = truth.gpu_ns(origin);
+    return origin;
+  }
+
+  // Places an event at host time t; checks that the truth is inside the window.
+  void check_event(ClockModel& model, double t) {
+    const ClockModel::Placed placed = model.place(truth.gpu_ns(t) - origin_gpu_);
+    const double error = static_cast<double>(placed.ns) - t;
+    CAPTURE(t);
+    CAPTURE(error);
+    CAPTURE(placed.window_ns);
+    CHECK(std::abs(error) <= static_cast<double>(placed.window_ns) / 2);
+    worst_share = std::max(worst_share, std::abs(error) / (static_cast<double>(placed.window_ns) / 2));
+  }
+
+  Truth truth;
+  double worst_share = 0;  // the largest error seen, as a share of its half window
+
+ private:
+  // Where in a window: its two edges as often as anywhere inside.
+  double pick() {
+    const uint64_t kind = random_() % 4;
+    if (kind == 0) return 0;
+    if (kind == 1) return 1;
+    return std::uniform_real_distribution<double>(0, 1)(random_);
+  }
+  std::mt19937_64 random_;
+  double origin_gpu_ = 0;
+};
+
+TEST_CASE("idle rounds every 50 ms: a narrow origin, the rate measured, every event inside its window") {
+  ClockModel model;
+  Rig rig(1);
+  for (int i = 0; i < 200; ++i) {
+    const double t = 1e9 + i * 50e6;
+    rig.round(model, t, 10'000, 2'500);
+    rig.check_event(model, t + 20e6);
+    rig.check_event(model, t - 3e6);
+  }
+  CHECK(model.rate() != 1.0);
+  CHECK(std::abs((model.rate() - 1) * 1e6 - 12.7) < 1.0);  // host ns per GPU ns: the GPU runs slow
+  CHECK(model.drift_error() == ClockModel::kDriftFloor);
+  CHECK(model.origin_window_ns() <= 11'000);
+}
+
+TEST_CASE("a minute of wide rounds under load keeps the narrow origin until it has grown wider") {
+  ClockModel model;
+  Rig rig(2);
+  double t = 1e9;
+  for (int i = 0; i < 60; ++i, t += 50e6) rig.round(model, t, 10'000, 2'500);  // three seconds idle
+  int taken_wide = 0;
+  for (int i = 0; i < 1200; ++i, t += 50e6) {
+    const int64_t before = model.origin_window_ns();
+    rig.round(model, t, 120'000, 40'000);
+    if (model.origin_window_ns() != before) ++taken_wide;
+    rig.check_event(model, t + 10e6);
+  }
+  CHECK(taken_wide > 0);  // the idle origin aged out at last
+  for (int i = 0; i < 20; ++i, t += 50e6) {  // idle again: narrow at once
+    rig.round(model, t, 10'000, 2'500);
+    rig.check_event(model, t + 10e6);
+  }
+  CHECK(model.origin_window_ns() <= 11'000);
+}
+
+TEST_CASE("a rate that wanders by 0.8 ppm (a host clock slewed) stays inside the error bars") {
+  ClockModel model;
+  Rig rig(3);
+  double t = 1e9;
+  for (int i = 0; i < 400; ++i, t += 50e6) {  // 20 s: rebased, rate well measured
+    rig.round(model, t, 10'000, 2'500);
+    rig.check_event(model, t + 25e6);
+  }
+  rig.truth.set_ppm(t, -13.5);
+  for (int i = 0; i < 1200; ++i, t += 50e6) {  // a minute more, wide rounds only: the origin ages
+    rig.round(model, t, 60'000, 20'000);
+    rig.check_event(model, t + 25e6);
+  }
+}
+
+TEST_CASE("a wide first round: events stay inside their windows, and a narrow round takes over") {
+  ClockModel model;
+  Rig rig(4);
+  rig.round(model, 1e9, 400'000, 150'000);
+  CHECK(model.origin_window_ns() == 401'000);
+  rig.check_event(model, 1e9 + 30e6);
+  rig.round(model, 1e9 + 50e6, 10'000, 2'500);
+  CHECK(model.origin_window_ns() == 11'000);
+  rig.check_event(model, 1e9 + 60e6);
+  CHECK(model.rate() == 1.0);  // no baseline yet
+}
+
+TEST_CASE("the error bars are not loose: the worst event uses a fair share of its half window") {
+  // A check that only ever saw errors far inside their bars could not tell a right model from one
+  // whose windows are padded; with edges picked often, the worst comes close to the bar.
+  ClockModel model;
+  Rig rig(5);
+  for (int i = 0; i < 100; ++i) {
+    const double t = 1e9 + i * 50e6;
+    rig.round(model, t, 10'000, 2'500);
+    rig.check_event(model, t + 1e3);
+  }
+  CHECK(rig.worst_share > 0.5);
+}
+
+}  // namespace
+}  // namespace hugepin
