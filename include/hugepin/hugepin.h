@@ -301,8 +301,8 @@ typedef struct hugepin_job_result {
   uint64_t copy_ns;    /* with time_copies: the copies' own GPU time (else 0) */
   uint64_t gpu_done_ns; /* with time_copies: when they ended, on CLOCK_MONOTONIC (else 0): the GPU's
                          * clock calibrated against the host's, right to within half a calibration
-                         * window; on an H200 with four processes' copies, windows were 8-17 us
-                         * wide at the median without MPS and 10-145 us with it
+                         * window; on an H200 with four processes' copies, windows were 12-51 us
+                         * wide at the median without MPS and 13-122 us with it
                          * (docs/performance.md) */
 } hugepin_job_result;
 
