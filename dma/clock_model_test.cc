@@ -7,6 +7,7 @@
 #include <doctest/doctest.h>
 
 #include <cstdint>
+#include <initializer_list>
 #include <random>
 
 namespace hugepin {
@@ -53,6 +54,15 @@ class Rig {
     worst_share = std::max(worst_share, std::abs(error) / (static_cast<double>(placed.window_ns) / 2));
   }
 
+  // `rounds` idle rounds 50 ms apart from host time 1 s, each followed by events `offsets` after it.
+  void idle_rounds(ClockModel& model, int rounds, std::initializer_list<double> offsets) {
+    for (int i = 0; i < rounds; ++i) {
+      const double t = 1e9 + i * 50e6;
+      round(model, t, 10'000, 2'500);
+      for (double offset : offsets) check_event(model, t + offset);
+    }
+  }
+
   Truth truth;
   double worst_share = 0;  // the largest error seen, as a share of its half window
 
@@ -71,12 +81,7 @@ class Rig {
 TEST_CASE("idle rounds every 50 ms: a narrow origin, the rate measured, every event inside its window") {
   ClockModel model;
   Rig rig(1);
-  for (int i = 0; i < 200; ++i) {
-    const double t = 1e9 + i * 50e6;
-    rig.round(model, t, 10'000, 2'500);
-    rig.check_event(model, t + 20e6);
-    rig.check_event(model, t - 3e6);
-  }
+  rig.idle_rounds(model, 200, {20e6, -3e6});
   CHECK(model.rate() != 1.0);
   CHECK(std::abs((model.rate() - 1) * 1e6 - 12.7) < 1.0);  // host ns per GPU ns: the GPU runs slow
   CHECK(model.drift_error() == ClockModel::kDriftFloor);
@@ -135,11 +140,7 @@ TEST_CASE("the error bars are not loose: the worst event uses a fair share of it
   // whose windows are padded; with edges picked often, the worst comes close to the bar.
   ClockModel model;
   Rig rig(5);
-  for (int i = 0; i < 100; ++i) {
-    const double t = 1e9 + i * 50e6;
-    rig.round(model, t, 10'000, 2'500);
-    rig.check_event(model, t + 1e3);
-  }
+  rig.idle_rounds(model, 100, {1e3});
   CHECK(rig.worst_share > 0.5);
 }
 

@@ -1,5 +1,6 @@
-// GpuClock: places a device's timing events on CLOCK_MONOTONIC, to within a few microseconds
-// whatever else runs on the GPU: the GPU ends behind CopyEngine::span().
+// GpuClock: places a device's timing events on CLOCK_MONOTONIC with an error bar it measures: the
+// GPU ends behind CopyEngine::span(). On the H200 host, with four processes' copies on the GPU,
+// the windows were 12-51 us at the median without MPS and 13-122 us with it (docs/performance.md).
 //
 // CUDA gives a timing event's time only relative to another event (cudaEventElapsedTime), so
 // every placement goes through an origin event whose host time is known. The obvious way to
@@ -23,7 +24,7 @@
 // at the median on the H200 host, idle or with DMA copies, one process or four, with or without
 // MPS; under `hugepin bench offload`'s heavier load, wider (docs/performance.md).
 // A second kernel stamping %globaltimer behind the origin, tried first, needed an SM for it: with
-// `hugepin bench offload`'s copy kernels on the GPU its windows were 15-225 us at the median.
+// `hugepin bench offload`'s copy kernels on the GPU its windows were 8-225 us at the median.
 //
 // The GPU's clock runs at its own rate: 12.6-13.0 ppm slower than CLOCK_MONOTONIC on the H200
 // host (the probe, nine processes). Timing events and %globaltimer count the same clock (over 12 s
