@@ -100,6 +100,7 @@ void GpuClock::release_resources() {
 }
 
 void GpuClock::keep_calibrating() {
+  if (calibrating_.load(std::memory_order_acquire)) return;
   std::lock_guard lock(mutex_);
   if (calibrating_) return;
   calibrating_ = true;

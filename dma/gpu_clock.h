@@ -151,7 +151,9 @@ class GpuClock {
   ClockModel model_;
   cudaEvent_t origin_ = nullptr;     // the model's origin, read by place()
   cudaEvent_t candidate_ = nullptr;  // recorded by the next round
-  bool calibrating_ = false;         // keep_calibrating() was called
+  // keep_calibrating() or place() was called: written under mutex_, read without it by
+  // keep_calibrating(), which every timing mark calls (the launch path: no lock once started).
+  std::atomic<bool> calibrating_{false};
   int64_t last_use_ns_ = INT64_MIN / 2;
   std::vector<RoundRecord> recent_;  // a ring of kRecentRounds
   size_t recent_next_ = 0;
