@@ -425,6 +425,27 @@ TEST_CASE("the completion descriptor turns readable when a job lands; timed jobs
   CHECK(results[0].gpu_done_ns <= results[0].landed_ns);
 }
 
+TEST_CASE("a timing that cannot be read costs the timing, never the job's result") {
+  Cluster cluster;
+  WorkerSessionOptions options;
+  options.time_copies = true;
+  WorkerSession worker(real_os(), cluster.arena, 0, 0, options);
+  FakeDevice device(worker.rank_geometry());
+  worker.set_device_kv(device.segments, WorkerBackend::kHost);
+  const std::vector<BlockPair> pairs{{0, 0}};
+  worker.store(1, pairs);  // the host engine's marks 1 and 2
+  worker.store(2, pairs);  // 3 and 4
+  (void)worker.engine().span(1, 2);  // job 1's marks read behind the session's back: its span fails
+  std::vector<JobResult> results;
+  REQUIRE(worker.take_finished(&results) == 2);
+  CHECK(results[0].job == 1);
+  CHECK(results[0].copy_ns == 0);
+  CHECK(results[0].gpu_done_ns == 0);
+  CHECK(results[1].job == 2);
+  CHECK(results[1].gpu_done_ns >= results[1].launch_ns);
+  CHECK(worker.take_finished(&results) == 0);
+}
+
 TEST_CASE("time_copies_every times the jobs copies_timed() picks, and only those") {
   Cluster cluster;
   WorkerSessionOptions options;

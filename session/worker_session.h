@@ -84,7 +84,9 @@ struct JobResult {
   // With WorkerSessionOptions::time_copies (else 0): the copies' own time on the GPU (from
   // their start to their end, excluding any wait for earlier work on the stream), and when they
   // ended, on CLOCK_MONOTONIC (the GPU's clock calibrated against it, dma/gpu_clock.h: right to
-  // within half of gpu_done_window_ns; 0 on the host backend, whose clock is the host's).
+  // within half of gpu_done_window_ns; 0 on the host backend, whose clock is the host's). All
+  // three stay 0 when the timing could not be read (a GPU fault, the clock not placed); the job's
+  // result is returned all the same, and the first such failure is logged.
   int64_t copy_ns = 0;
   int64_t gpu_done_ns = 0;
   int64_t gpu_done_window_ns = 0;
@@ -209,6 +211,7 @@ class WorkerSession {
   std::deque<Report> backlog_;             // reports that found the ring full, in order
   bool stopping_ = false;
   std::atomic<int> completion_fd_{-1};
+  std::atomic<bool> timing_warned_{false};  // take_finished() logged a timing it could not read
   std::thread backlog_thread_;
 };
 
