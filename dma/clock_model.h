@@ -6,8 +6,14 @@
 //   before        the host raised the gate's flag;
 //   acknowledged  the host saw the gate's answer; gate_time (%globaltimer) was read in between;
 //   after         the host saw the round's origin event done; the origin lies in [before, after].
-// Each window also gets kResolutionNs: cudaEventElapsedTime is documented to about 0.5 us, and
-// %globaltimer ticks in steps on some GPUs.
+// and, where the GPU could bracket it, a bound of its own on the origin's lateness:
+//   gpu_bound     the origin was recorded at most this many GPU ns after gate_time (an opening
+//                 event before the gate, the gate's own start, and the events' elapsed time), so
+//                 it lies no later than acknowledged + gpu_bound: a bound that holds however late
+//                 the host comes to see the origin done.
+// The origin's window is [before, the earlier of the two bounds]. Each window also gets
+// kResolutionNs: cudaEventElapsedTime is documented to about 0.5 us, and %globaltimer ticks in
+// steps on some GPUs.
 //
 // The rate comes from two handshakes (before..acknowledged, and gate_time), an anchor and a later
 // one at least kRateBaselineNs of GPU time apart: its error is the two windows over that baseline.
@@ -37,8 +43,16 @@ class ClockModel {
     int64_t acknowledged_ns = 0;
     int64_t after_ns = 0;
     uint64_t gate_time = 0;
-    int64_t origin_ns() const { return before_ns + (after_ns - before_ns) / 2; }
-    int64_t origin_window_ns() const { return after_ns - before_ns + kResolutionNs; }
+    int64_t gpu_bound_ns = -1;  // -1: the GPU gave no bound
+    // The latest the origin can lie: the host's sight of it, or the GPU's bracket (its elapsed
+    // time's resolution included, and the rate's error over it at the assumed drift).
+    int64_t latest_ns() const {
+      if (gpu_bound_ns < 0) return after_ns;
+      const auto slack = static_cast<int64_t>(std::ceil(static_cast<double>(gpu_bound_ns) * kAssumedDrift));
+      return std::min(after_ns, acknowledged_ns + gpu_bound_ns + kResolutionNs + slack);
+    }
+    int64_t origin_ns() const { return before_ns + (latest_ns() - before_ns) / 2; }
+    int64_t origin_window_ns() const { return latest_ns() - before_ns + kResolutionNs; }
     int64_t handshake_ns() const { return before_ns + (acknowledged_ns - before_ns) / 2; }
     int64_t handshake_window_ns() const { return acknowledged_ns - before_ns + kResolutionNs; }
   };

@@ -43,6 +43,22 @@ class Rig {
     return origin;
   }
 
+  // A round whose host saw its origin `late_ns` after it happened, and whose GPU bracketed it: the
+  // origin somewhere in the `bound_ns` after the gate's reading, which is somewhere in a handshake
+  // of `handshake_ns`. Returns the origin's true host time.
+  double bracketed_round(ClockModel& model, double t, int64_t handshake_ns, int64_t bound_ns, int64_t late_ns) {
+    ClockModel::Round r;
+    r.before_ns = static_cast<int64_t>(t);
+    r.acknowledged_ns = r.before_ns + handshake_ns;
+    const double gate = t + static_cast<double>(handshake_ns) * pick();
+    r.gate_time = static_cast<uint64_t>(truth.gpu_ns(gate));
+    const double origin = gate + static_cast<double>(bound_ns) * pick();
+    r.after_ns = static_cast<int64_t>(std::ceil(origin)) + late_ns;
+    r.gpu_bound_ns = bound_ns;
+    if (model.take(r)) origin_gpu_ = truth.gpu_ns(origin);
+    return origin;
+  }
+
   // Places an event at host time t; checks that the truth is inside the window.
   void check_event(ClockModel& model, double t) {
     const ClockModel::Placed placed = model.place(truth.gpu_ns(t) - origin_gpu_);
@@ -133,6 +149,22 @@ TEST_CASE("a wide first round: events stay inside their windows, and a narrow ro
   CHECK(model.origin_window_ns() == 11'000);
   rig.check_event(model, 1e9 + 60e6);
   CHECK(model.rate() == 1.0);  // no baseline yet
+}
+
+TEST_CASE("an origin the host saw late but the GPU bracketed: the narrower bound, events inside") {
+  ClockModel model;
+  Rig rig(6);
+  double t = 1e9;
+  for (int i = 0; i < 100; ++i, t += 50e6) {  // the host sees every origin 150 us late
+    rig.bracketed_round(model, t, 3'000, 6'000, 150'000);
+    rig.check_event(model, t + 20e6);
+  }
+  CHECK(model.origin_window_ns() <= 3'000 + 6'000 + 2 * ClockModel::kResolutionNs + 1);
+  CHECK(rig.worst_share > 0.5);  // not padded either
+  ClockModel::Round host_first{1'000, 3'000, 5'000, 0, 50'000};  // seen before the GPU's bound
+  CHECK(host_first.latest_ns() == 5'000);
+  ClockModel::Round no_bound{1'000, 3'000, 5'000, 0};
+  CHECK(no_bound.latest_ns() == 5'000);
 }
 
 TEST_CASE("the error bars are not loose: the worst event uses a fair share of its half window") {

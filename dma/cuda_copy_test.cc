@@ -496,10 +496,10 @@ class StreamHold {
 // The clock's last rounds, relative to `now`, for a failure's message.
 std::string describe_rounds(GpuClock& clock, int64_t now) {
   std::string text = cat("rate ", clock.rate(), ", origin window ", clock.origin_window_ns() / 1000,
-                         " us; rounds (before, +ack, +after us, taken) relative to the check:");
+                         " us; rounds (before, +ack, +after, +window's end us, taken) relative to the check:");
   for (const GpuClock::RoundRecord& r : clock.recent_rounds()) {
     text += cat(" [", (r.before_ns - now) / 1000, ", +", (r.acknowledged_ns - r.before_ns) / 1000, ", +",
-                (r.after_ns - r.before_ns) / 1000, r.taken ? ", taken]" : "]");
+                (r.after_ns - r.before_ns) / 1000, ", +", (r.latest_ns - r.before_ns) / 1000, r.taken ? ", taken]" : "]");
   }
   return text;
 }

@@ -18,11 +18,13 @@ __device__ uint64_t globaltimer() {
   return now;
 }
 
-// Steps 1 and 2 of a round (gpu_clock.h): says it runs, spins until released, reads the clock and
-// answers; gives up after timeout_ns without a release. words: Handshake's fields in order
-// (release, started, acknowledged, gate_time, abandoned).
+// Steps 1 and 2 of a round (gpu_clock.h): says it runs (and since when), spins until released,
+// reads the clock and answers; gives up after timeout_ns without a release. words: Handshake's
+// fields in order (release, started, acknowledged, gate_time, abandoned, start_time).
 __global__ void clock_gate_kernel(volatile uint64_t* words, uint64_t round, uint64_t timeout_ns) {
   const uint64_t start = globaltimer();
+  words[5] = start;
+  __threadfence_system();
   words[1] = round;
   __threadfence_system();
   while (words[0] != round) {
@@ -53,6 +55,7 @@ GpuClock::GpuClock(int device) : device_(device) {
     check_cuda(cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking, greatest), "creating the clock's stream");
     check_cuda(cudaEventCreate(&origin_), "creating a timing event");
     check_cuda(cudaEventCreate(&candidate_), "creating a timing event");
+    check_cuda(cudaEventCreate(&opening_), "creating a timing event");
     check_cuda(cudaHostAlloc(reinterpret_cast<void**>(&handshake_), sizeof(Handshake), cudaHostAllocMapped),
                "allocating the clock's handshake");
     *handshake_ = Handshake{};
@@ -95,6 +98,7 @@ void GpuClock::release_resources() {
   }
   if (origin_ != nullptr) cudaEventDestroy(origin_);
   if (candidate_ != nullptr) cudaEventDestroy(candidate_);
+  if (opening_ != nullptr) cudaEventDestroy(opening_);
   if (handshake_ != nullptr) cudaFreeHost(handshake_);
   (void)cudaGetLastError();
 }
@@ -175,6 +179,7 @@ std::optional<ClockModel::Round> GpuClock::run_round(cudaEvent_t origin) {
     ~Releaser() { release.store(round, std::memory_order_release); }
   } releaser{release, round};
   (void)cudaGetLastError();  // a failure left by an earlier call on this thread is not the gate's
+  check_cuda(cudaEventRecord(opening_, stream_), "recording the clock's opening");
   clock_gate_kernel<<<1, 1, 0, stream_>>>(words, round, kGateTimeoutNs);
   check_cuda(cudaGetLastError(), "launching the clock's gate");
   check_cuda(cudaEventRecord(origin, stream_), "recording the clock's origin");
@@ -199,13 +204,31 @@ std::optional<ClockModel::Round> GpuClock::run_round(cudaEvent_t origin) {
   if (state == cudaErrorNotReady) state = cudaEventSynchronize(origin);
   check_cuda(state, "waiting for the clock's origin");
   taken.after_ns = real_os().monotonic_ns();
+  taken.gpu_bound_ns = gpu_bound(load(handshake_->start_time), taken.gate_time, origin);
   return taken;
+}
+
+int64_t GpuClock::gpu_bound(uint64_t start_time, uint64_t gate_time, cudaEvent_t origin) {
+  // The opening was recorded before the gate started, the origin after it ended: the origin lies
+  // at most (start_time + opening-to-origin) - gate_time after the gate's reading. How long the
+  // gate waited for an SM after the opening is in it; how late the host saw the origin is not.
+  float elapsed_ms = 0;
+  if (cudaEventElapsedTime(&elapsed_ms, opening_, origin) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return -1;  // the host's bound alone
+  }
+  const auto spun_ns = static_cast<int64_t>(gate_time - start_time);
+  const auto bound = std::llround(static_cast<double>(elapsed_ms) * 1e6) - spun_ns;
+  // Below zero beyond the elapsed time's resolution, the two clocks would disagree: trust neither.
+  if (bound < -ClockModel::kResolutionNs) return -1;
+  return std::max<int64_t>(bound, 0);
 }
 
 void GpuClock::take(const ClockModel::Round& round) {
   const bool taken = model_.take(round);
   if (taken) std::swap(origin_, candidate_);
-  const RoundRecord record{round.before_ns, round.acknowledged_ns, round.after_ns, round.gate_time, taken};
+  const RoundRecord record{round.before_ns, round.acknowledged_ns, round.after_ns, round.latest_ns(), round.gate_time,
+                           taken};
   if (recent_.size() < kRecentRounds) {
     recent_.push_back(record);
   } else {

@@ -20,7 +20,12 @@
 //   3. the origin, already queued, is reached; the host, asking it back to back, stamps the moment
 //      it sees it done (after).
 // So the origin lies in [before, after]: its window, the flag's way to the GPU, the gate's exit and
-// a query's time. In the probe (bench/probes/gpu_clock_probe.cu, its "gate" way) that was 9-13 us
+// a query's time. The GPU bounds it too, whenever the host comes to see it: an opening event is
+// recorded before the gate, which reads %globaltimer as it starts; the origin lies no later than
+// the gate's start plus the opening-to-origin elapsed time, which is (start - gate_time) + that
+// after the gate's reading, placed by the handshake: a bound of the handshake's width, the gate's
+// wait for an SM, its exit and the origin's record, with no host query in it. The window ends at
+// the earlier of the two bounds (ClockModel::Round::latest_ns). In the probe (bench/probes/gpu_clock_probe.cu, its "gate" way) that was 9-13 us
 // at the median on the H200 host, idle or with DMA copies, one process or four, with or without
 // MPS; under `hugepin bench offload`'s heavier load, wider (docs/performance.md).
 // A second kernel stamping %globaltimer behind the origin, tried first, needed an SM for it: with
@@ -112,6 +117,7 @@ class GpuClock {
     int64_t before_ns = 0;
     int64_t acknowledged_ns = 0;
     int64_t after_ns = 0;
+    int64_t latest_ns = 0;  // the window's end: after, or the GPU's bound when earlier
     uint64_t gate_time = 0;
     bool taken = false;
   };
@@ -126,11 +132,14 @@ class GpuClock {
     uint64_t acknowledged;  // gate -> host: the round whose gate_time is written
     uint64_t gate_time;     // %globaltimer, read between the release and the acknowledgement
     uint64_t abandoned;     // gate -> host: the round it gave up on (no release in kGateTimeoutNs)
+    uint64_t start_time;    // gate -> host: %globaltimer as the gate started (before `started`)
   };
 
   // Records `origin` behind a gate and runs the handshake; no lock held. Empty when the gate gave
   // up or the clock is stopping (the gate released either way).
   std::optional<ClockModel::Round> run_round(cudaEvent_t origin);
+  // The GPU's bound on the round's origin (ClockModel::Round::gpu_bound_ns), -1 when it has none.
+  int64_t gpu_bound(uint64_t start_time, uint64_t gate_time, cudaEvent_t origin);
   void take(const ClockModel::Round& round);  // under mutex_
   void keep_fresh();                          // the thread
   // Waits until done() says true (false: the clock is stopping); throws Error when the clock's
@@ -151,6 +160,7 @@ class GpuClock {
   ClockModel model_;
   cudaEvent_t origin_ = nullptr;     // the model's origin, read by place()
   cudaEvent_t candidate_ = nullptr;  // recorded by the next round
+  cudaEvent_t opening_ = nullptr;    // recorded before each round's gate (the rounds' thread's)
   // keep_calibrating() or place() was called: written under mutex_, read without it by
   // keep_calibrating(), which every timing mark calls (the launch path: no lock once started).
   std::atomic<bool> calibrating_{false};
