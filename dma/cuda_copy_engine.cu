@@ -247,7 +247,7 @@ class CudaCopyEngine final : public CopyEngine {
     check_cuda(cudaStreamCreateWithPriority(&upload_stream_, cudaStreamNonBlocking, greatest),
                "creating an upload stream");
     if (aligned_) upload_views();
-    clock_.emplace(options_.device);
+    clock_ = GpuClock::of_device(options_.device);
     watcher_.emplace(options_.device, options_.completion_poll_ns, options_.completion_spin);
   }
 
@@ -566,7 +566,7 @@ class CudaCopyEngine final : public CopyEngine {
   std::array<ResidentViews, 4> resident_views_{};  // views_index(): direction x kernel
   uint32_t bulk_stage_bytes_ = 0;
   uint32_t bulk_pipelines_ = 0;
-  std::optional<GpuClock> clock_;  // span()'s GPU ends on CLOCK_MONOTONIC
+  std::shared_ptr<GpuClock> clock_;  // span()'s GPU ends on CLOCK_MONOTONIC; the device's, shared
   struct Mark {
     cudaEvent_t event;
     cudaStream_t stream;  // where it was recorded

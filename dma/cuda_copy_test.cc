@@ -592,6 +592,16 @@ TEST_CASE("the GPU clock places events where the host saw them happen, fresh, me
   cuda_ok(cudaStreamDestroy(stream), "destroying a stream");
 }
 
+TEST_CASE("engines on one device share its clock, which goes with its last user") {
+  std::shared_ptr<GpuClock> first = GpuClock::of_device(0);
+  std::weak_ptr<GpuClock> held = first;
+  CHECK(GpuClock::of_device(0) == first);
+  first.reset();
+  CHECK(held.expired());
+  std::shared_ptr<GpuClock> again = GpuClock::of_device(0);
+  CHECK(again != nullptr);
+}
+
 TEST_CASE("a call behind an end mark waits for the copies before it, and the engine's end runs it once") {
   Fixture& f = *g_fixture;
   constexpr uint64_t kBlock = 64 * kKiB;

@@ -1,6 +1,7 @@
 #include "dma/gpu_clock.h"
 
 #include <chrono>
+#include <map>
 #include <system_error>
 
 #include "base/cpu_relax.h"
@@ -22,11 +23,14 @@ __device__ uint64_t globaltimer() {
 // reads the clock and answers; gives up after timeout_ns without a release. words: Handshake's
 // fields in order (release, started, acknowledged, gate_time, abandoned, start_time).
 __global__ void clock_gate_kernel(volatile uint64_t* words, uint64_t round, uint64_t timeout_ns) {
-  const uint64_t start = globaltimer();
-  words[5] = start;
+  words[5] = globaltimer();  // first: the opening event's bound is the gate's earliest reading
   __threadfence_system();
   words[1] = round;
   __threadfence_system();
+  // The timeout counts from the host's chance to see `started`: a gate switched out between its
+  // start and that (another process's turn on the GPU) must not give up before the host could
+  // answer; switched out later, it finds the release on its return.
+  const uint64_t start = globaltimer();
   while (words[0] != round) {
     if (globaltimer() - start > timeout_ns) {
       words[4] = round;
@@ -46,6 +50,19 @@ uint64_t load(const uint64_t& word) {
 
 }  // namespace
 
+std::shared_ptr<GpuClock> GpuClock::of_device(int device) {
+  static std::mutex mutex;
+  static std::map<int, std::weak_ptr<GpuClock>> clocks;
+  std::lock_guard lock(mutex);
+  std::weak_ptr<GpuClock>& slot = clocks[device];
+  std::shared_ptr<GpuClock> clock = slot.lock();
+  if (!clock) {
+    clock = std::make_shared<GpuClock>(device);
+    slot = clock;
+  }
+  return clock;
+}
+
 GpuClock::GpuClock(int device) : device_(device) {
   try {
     check_cuda(cudaSetDevice(device_), cat("selecting GPU ", device_));
@@ -61,16 +78,8 @@ GpuClock::GpuClock(int device) : device_(device) {
     *handshake_ = Handshake{};
     check_cuda(cudaHostGetDevicePointer(reinterpret_cast<void**>(&device_handshake_), handshake_, 0),
                "mapping the clock's handshake");
-    // The first round must give an origin: a gate that gave up (a busy GPU) is tried again.
-    std::optional<ClockModel::Round> first;
-    for (int attempt = 0; !first; ++attempt) {
-      if (attempt == kFailuresToGiveUp) throw Error("calibrating the GPU clock: the gate found no release in time");
-      first = run_round(candidate_);
-    }
-    {
-      std::lock_guard lock(mutex_);
-      take(*first);
-    }
+    // The first round runs on the thread at once: an engine's creation never waits on it, and a
+    // GPU or host too busy for a gate's handshake then costs only timing, never the engine.
     thread_ = std::thread([this] { keep_fresh(); });
   } catch (const std::system_error& error) {
     release_resources();
@@ -112,7 +121,7 @@ void GpuClock::keep_calibrating() {
 }
 
 GpuClock::Placed GpuClock::place(cudaEvent_t reached) {
-  std::lock_guard lock(mutex_);
+  std::unique_lock lock(mutex_);
   if (failures_in_a_row_ >= kFailuresToGiveUp) {
     throw Error(cat("calibrating the GPU clock: ", failures_in_a_row_, " rounds in a row failed: ", last_failure_));
   }
@@ -120,6 +129,18 @@ GpuClock::Placed GpuClock::place(cudaEvent_t reached) {
   if (!calibrating_ || now - last_use_ns_ > kKeepFreshNs) wake_.notify_one();  // at the idle pace, or not started
   calibrating_ = true;
   last_use_ns_ = now;
+  if (!model_.has_origin()) {
+    origin_taken_.wait_for(lock, std::chrono::nanoseconds(kFirstOriginWaitNs), [&] {
+      return model_.has_origin() || failures_in_a_row_ >= kFailuresToGiveUp;
+    });
+    if (failures_in_a_row_ >= kFailuresToGiveUp) {
+      throw Error(cat("calibrating the GPU clock: ", failures_in_a_row_, " rounds in a row failed: ", last_failure_));
+    }
+    if (!model_.has_origin()) {
+      throw Error(cat("placing a timing event: the GPU clock has no origin yet (", rounds_dropped_,
+                      " rounds dropped: their gate found no release in time; the GPU or this host is busy)"));
+    }
+  }
   float elapsed_ms = 0;
   check_cuda(cudaEventElapsedTime(&elapsed_ms, origin_, reached), "placing a timing event");
   return model_.place(static_cast<double>(elapsed_ms) * 1e6);
@@ -226,7 +247,10 @@ int64_t GpuClock::gpu_bound(uint64_t start_time, uint64_t gate_time, cudaEvent_t
 
 void GpuClock::take(const ClockModel::Round& round) {
   const bool taken = model_.take(round);
-  if (taken) std::swap(origin_, candidate_);
+  if (taken) {
+    std::swap(origin_, candidate_);
+    origin_taken_.notify_all();
+  }
   const RoundRecord record{round.before_ns, round.acknowledged_ns, round.after_ns, round.latest_ns(), round.gate_time,
                            taken};
   if (recent_.size() < kRecentRounds) {
@@ -244,20 +268,27 @@ void GpuClock::keep_fresh() {
   cudaStreamCaptureMode relaxed = cudaStreamCaptureModeRelaxed;
   (void)cudaThreadExchangeStreamCaptureMode(&relaxed);
   std::unique_lock lock(mutex_);
-  int64_t last_round_ns = real_os().monotonic_ns();  // the constructor's
+  int64_t last_round_ns = INT64_MIN / 2;
   int64_t retry_ns = kRoundEveryNs;
+  int first_tries = 0;  // rounds run for a first origin before timing was in use
   while (!stopping_) {
-    if (!calibrating_) {
+    // Without an origin, up to kFirstTries rounds back to back at once; then only once in use.
+    const bool seeking_first = !model_.has_origin() && first_tries < kFirstTries;
+    if (!calibrating_ && !seeking_first) {
       wake_.wait(lock);
       continue;
     }
     const int64_t now = real_os().monotonic_ns();
     const bool in_use = now - last_use_ns_ <= kKeepFreshNs;
-    const int64_t pace = failures_in_a_row_ > 0 ? retry_ns : in_use ? kRoundEveryNs : kIdleRoundEveryNs;
+    const int64_t pace = failures_in_a_row_ > 0 ? retry_ns
+                         : seeking_first       ? 0
+                         : in_use              ? kRoundEveryNs
+                                               : kIdleRoundEveryNs;
     if (now < last_round_ns + pace) {
       wake_.wait_for(lock, std::chrono::nanoseconds(last_round_ns + pace - now));  // place() wakes it when in use anew
       continue;
     }
+    if (!model_.has_origin()) ++first_tries;
     lock.unlock();
     std::optional<ClockModel::Round> round;
     std::string failure;
@@ -271,13 +302,19 @@ void GpuClock::keep_fresh() {
     if (!failure.empty()) {
       ++failures_in_a_row_;
       last_failure_ = failure;
+      origin_taken_.notify_all();  // a place() waiting for a first origin may have to give up
       retry_ns = std::min(2 * retry_ns, kIdleRoundEveryNs);
       continue;
     }
     failures_in_a_row_ = 0;
     retry_ns = kRoundEveryNs;
-    if (round) take(*round);
+    if (round) {
+      take(*round);
+    } else {
+      ++rounds_dropped_;
+    }
   }
+  origin_taken_.notify_all();  // a place() waiting for a first origin gives up now
 }
 
 }  // namespace hugepin

@@ -39,10 +39,16 @@
 //
 // The arithmetic (which origin to keep, the rate, the error bars) is dma/clock_model.h's.
 //
-// Rounds: one when the clock is made (an engine's creation, when its GPU is likely idle); then,
-// once keep_calibrating() or place() was first called (an engine's first timing mark), on a thread
-// of the clock's, one every kRoundEveryNs while place() was called in the last kKeepFreshNs and one
-// every kIdleRoundEveryNs otherwise. The rate needs handshakes a second or more apart, and a GPU
+// Rounds, all on a thread of the clock's: one as soon as the clock is made (an engine's creation,
+// when its GPU is likely idle; up to kFirstTries when a gate finds no release in time), without
+// the maker waiting for it; then, once keep_calibrating() or place() was first called (an engine's
+// first timing mark), one every kRoundEveryNs while place() was called in the last kKeepFreshNs and
+// one every kIdleRoundEveryNs otherwise. A place() before any origin waits for one up to
+// kFirstOriginWaitNs. A clock that cannot get an origin (a gate that never hears its release in
+// time: another process holding the GPU, a host too busy to answer) costs its callers their
+// timings only, never the engine: the first version ran its first round in the constructor and
+// failed the engine's creation after three dropped rounds, which stopped a vLLM rank from
+// attaching on the H200 host. The rate needs handshakes a second or more apart, and a GPU
 // busy with copies answers slowly (in dma_cuda_test, with DMA copies filling the link both ways,
 // windows of 22-32 us against 8-14 idle), so the rounds between timed stretches keep a narrow
 // origin and a measured rate at hand. Their cost, once started: a one-thread kernel a second, and
@@ -65,6 +71,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -84,25 +91,37 @@ class GpuClock {
   static constexpr int64_t kIdleRoundEveryNs = 1'000'000'000;
   static constexpr int64_t kSpinNs = 50'000;
   static constexpr int64_t kFirstSleepNs = 20'000;
-  static constexpr int64_t kLongestSleepNs = 200'000;
-  static constexpr int64_t kGateTimeoutNs = 500'000;
+  static constexpr int64_t kLongestSleepNs = 100'000;
+  static constexpr int64_t kGateTimeoutNs = 1'000'000;  // from `started`: ten of the host's longest sleeps
   static constexpr int kFailuresToGiveUp = 3;
+  static constexpr int kFirstTries = 3;
+  static constexpr int64_t kFirstOriginWaitNs = 200'000'000;
 
-  // On `device` (selected on the calling thread): runs the first round now and starts the thread,
-  // which waits for keep_calibrating(). Throws Error when the stream, events, memory or thread
-  // cannot be had, or the first round fails.
+  // On `device` (selected on the calling thread): starts the thread, which runs the first round at
+  // once and then waits for keep_calibrating(). Throws Error when the stream, events, memory or
+  // thread cannot be had.
   explicit GpuClock(int device);
   // Stops the thread (a round under way is dropped, its gate released), then frees the rest.
   ~GpuClock();
   GpuClock(const GpuClock&) = delete;
   GpuClock& operator=(const GpuClock&) = delete;
 
+  // The clock of `device` in this process, shared by every engine on it: made on first use (the
+  // device selected on the calling thread), gone with its last user. An engine made anew (a
+  // session's set_device_kv for other blocks, the bench's next block size) keeps the measured rate
+  // and a narrow origin: with a clock of its own, the rate took a second or more to measure again,
+  // the assumed drift grew the windows by 100 us a second meanwhile, and the first rows after each
+  // new engine in `hugepin bench offload` read windows of 56-130 us at the median against 13-31 in
+  // the rows after (the H200 host, tenth session). Throws as the constructor does.
+  static std::shared_ptr<GpuClock> of_device(int device);
+
   // Starts the rounds on the thread (once; later calls do nothing): an engine's first timing mark.
   void keep_calibrating();
 
   // Where `reached`, a timing event of this device that has completed, lies on CLOCK_MONOTONIC.
-  // Starts or quickens the rounds. Throws Error when the event cannot be read, or when the last
-  // kFailuresToGiveUp rounds failed.
+  // Starts or quickens the rounds; without an origin yet, waits up to kFirstOriginWaitNs for one.
+  // Throws Error when the event cannot be read, when the last kFailuresToGiveUp rounds failed, or
+  // when there is still no origin.
   Placed place(cudaEvent_t reached);
 
   // For tests and diagnostics: the current origin's window, the rate applied (host ns per GPU ns)
@@ -152,11 +171,12 @@ class GpuClock {
   cudaStream_t stream_ = nullptr;
   Handshake* handshake_ = nullptr;         // host side
   Handshake* device_handshake_ = nullptr;  // the same, as the kernels see it
-  uint64_t rounds_ = 0;                    // the thread's (the constructor's before it starts)
+  uint64_t rounds_ = 0;                    // the thread's
   std::atomic<bool> stopping_{false};
 
   std::mutex mutex_;
-  std::condition_variable wake_;
+  std::condition_variable wake_;          // the thread's: rounds wanted, or stop
+  std::condition_variable origin_taken_;  // place()'s, waiting for a first origin
   ClockModel model_;
   cudaEvent_t origin_ = nullptr;     // the model's origin, read by place()
   cudaEvent_t candidate_ = nullptr;  // recorded by the next round
@@ -168,6 +188,7 @@ class GpuClock {
   std::vector<RoundRecord> recent_;  // a ring of kRecentRounds
   size_t recent_next_ = 0;
   int failures_in_a_row_ = 0;
+  uint64_t rounds_dropped_ = 0;  // their gate gave up, or the clock was stopping
   std::string last_failure_;
   std::thread thread_;
 };
