@@ -76,6 +76,7 @@ class ClockModel {
   int64_t origin_window_ns() const { return origin_window_ns_; }
   double rate() const { return rate_; }
   double drift_error() const { return std::max(rate_error_, kDriftFloor); }
+  bool rate_measured() const { return rate_error_ < kAssumedDrift; }
 
   // Takes what `round` says; true when its origin is now the current one (the caller swaps its
   // origin event in then).

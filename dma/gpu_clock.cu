@@ -271,24 +271,32 @@ void GpuClock::keep_fresh() {
   int64_t last_round_ns = INT64_MIN / 2;
   int64_t retry_ns = kRoundEveryNs;
   int first_tries = 0;  // rounds run for a first origin before timing was in use
+  int rate_tries = 0;   // ... and for the rate
   while (!stopping_) {
-    // Without an origin, up to kFirstTries rounds back to back at once; then only once in use.
+    // Without an origin, up to kFirstTries rounds back to back at once; without a rate, up to
+    // kRateTries a baseline apart; then only once in use.
     const bool seeking_first = !model_.has_origin() && first_tries < kFirstTries;
-    if (!calibrating_ && !seeking_first) {
+    const bool seeking_rate = !seeking_first && !model_.rate_measured() && rate_tries < kRateTries;
+    if (!calibrating_ && !seeking_first && !seeking_rate) {
       wake_.wait(lock);
       continue;
     }
     const int64_t now = real_os().monotonic_ns();
-    const bool in_use = now - last_use_ns_ <= kKeepFreshNs;
+    const bool in_use = calibrating_ && now - last_use_ns_ <= kKeepFreshNs;
     const int64_t pace = failures_in_a_row_ > 0 ? retry_ns
                          : seeking_first       ? 0
                          : in_use              ? kRoundEveryNs
-                                               : kIdleRoundEveryNs;
+                         : calibrating_        ? kIdleRoundEveryNs
+                                               : kRatePaceNs;
     if (now < last_round_ns + pace) {
       wake_.wait_for(lock, std::chrono::nanoseconds(last_round_ns + pace - now));  // place() wakes it when in use anew
       continue;
     }
-    if (!model_.has_origin()) ++first_tries;
+    if (!model_.has_origin()) {
+      ++first_tries;
+    } else if (!calibrating_) {
+      ++rate_tries;
+    }
     lock.unlock();
     std::optional<ClockModel::Round> round;
     std::string failure;

@@ -41,9 +41,13 @@
 //
 // Rounds, all on a thread of the clock's: one as soon as the clock is made (an engine's creation,
 // when its GPU is likely idle; up to kFirstTries when a gate finds no release in time), without
-// the maker waiting for it; then, once keep_calibrating() or place() was first called (an engine's
-// first timing mark), one every kRoundEveryNs while place() was called in the last kKeepFreshNs and
-// one every kIdleRoundEveryNs otherwise. A place() before any origin waits for one up to
+// the maker waiting for it, and up to kRateTries more a rate's baseline apart until the rate is
+// measured (an engine's start-up, before its traffic: a rate measured under load waits for a
+// narrow handshake, and the assumed drift grows every window by 100 us a second meanwhile; in
+// `hugepin bench offload` the first protocol rows after the ranks started read windows of 60-174
+// us at the median, tenth session); then, once keep_calibrating() or place() was first called (an
+// engine's first timing mark), one every kRoundEveryNs while place() was called in the last
+// kKeepFreshNs and one every kIdleRoundEveryNs otherwise. A place() before any origin waits for one up to
 // kFirstOriginWaitNs. A clock that cannot get an origin (a gate that never hears its release in
 // time: another process holding the GPU, a host too busy to answer) costs its callers their
 // timings only, never the engine: the first version ran its first round in the constructor and
@@ -53,7 +57,7 @@
 // windows of 22-32 us against 8-14 idle), so the rounds between timed stretches keep a narrow
 // origin and a measured rate at hand. Their cost, once started: a one-thread kernel a second, and
 // the thread's spinning of about 10 us. An engine that never times its copies runs the first
-// round only.
+// rounds only (at most 1 + kRateTries once its first origin is had).
 //
 // Bounded waits: host waits for the GPU spin kSpinNs, then sleep between looks, from kFirstSleepNs
 // doubling to kLongestSleepNs, so a gate that cannot start soon (every SM busy) costs no CPU; the
@@ -95,6 +99,8 @@ class GpuClock {
   static constexpr int64_t kGateTimeoutNs = 1'000'000;  // from `started`: ten of the host's longest sleeps
   static constexpr int kFailuresToGiveUp = 3;
   static constexpr int kFirstTries = 3;
+  static constexpr int kRateTries = 3;
+  static constexpr int64_t kRatePaceNs = ClockModel::kRateBaselineNs + kRoundEveryNs;
   static constexpr int64_t kFirstOriginWaitNs = 200'000'000;
 
   // On `device` (selected on the calling thread): starts the thread, which runs the first round at
