@@ -17,6 +17,7 @@
 //
 // The rate comes from two handshakes (before..acknowledged, and gate_time), an anchor and a later
 // one at least kRateBaselineNs of GPU time apart: its error is the two windows over that baseline.
+// Until a rate is measured, a handshake half as wide as the anchor's replaces it.
 // The anchor moves on every kRateRebaseNs, and the error applied is never below kDriftFloor: the
 // rate itself wanders (NTP slews CLOCK_MONOTONIC; the probe's estimates of one host differed by
 // 0.4 ppm between runs), and an estimate that claimed more than that would, over minutes, put
@@ -116,8 +117,12 @@ class ClockModel {
     const int64_t window = round.handshake_window_ns();
     const int64_t anchor_window = anchor_.handshake_window_ns();
     if (gpu_ns < static_cast<double>(kRateBaselineNs)) {
-      // Early on, a narrower handshake makes a better anchor.
-      if (gpu_ns < static_cast<double>(kRateBaselineNs / 4) && window < anchor_window) anchor_ = round;
+      // Early on, a narrower handshake makes a better anchor; so does one half as wide while no
+      // rate is measured: from a wide anchor (a first round among other ranks' start-up, say) the
+      // pair's error may stay above the assumed drift at the baseline, and the windows grow at the
+      // assumed drift until a rate is measured.
+      const bool early = gpu_ns < static_cast<double>(kRateBaselineNs / 4) && window < anchor_window;
+      if (early || (!rate_measured() && 2 * window <= anchor_window)) anchor_ = round;
       return;
     }
     const double error = static_cast<double>(anchor_window + window) / 2 / gpu_ns;

@@ -139,6 +139,19 @@ TEST_CASE("a rate that wanders by 0.8 ppm (a host clock slewed) stays inside the
   }
 }
 
+TEST_CASE("a wide first handshake, then narrow ones from 400 ms on: the rate a second after the first narrow one") {
+  ClockModel model;
+  Rig rig(7);
+  rig.round(model, 1e9, 150'000, 110'000);  // (110 + 3) / 2 us over a second: above the assumed drift
+  double t = 1e9 + 400e6;
+  for (int i = 0; i < 22; ++i, t += 50e6) {  // the last, 1.05 s after the first narrow one
+    rig.round(model, t, 10'000, 2'500);
+    rig.check_event(model, t + 10e6);
+  }
+  CHECK(model.rate_measured());
+  CHECK(model.drift_error() < 10e-6);
+}
+
 TEST_CASE("a wide first round: events stay inside their windows, and a narrow round takes over") {
   ClockModel model;
   Rig rig(4);
