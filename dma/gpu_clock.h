@@ -1,6 +1,7 @@
 // GpuClock: places a device's timing events on CLOCK_MONOTONIC with an error bar it measures: the
 // GPU ends behind CopyEngine::span(). On the H200 host, with four processes' copies on the GPU,
-// the windows were 12-51 us at the median without MPS and 13-122 us with it (docs/performance.md).
+// the windows were 12-26 us at the median in most rows of `hugepin bench offload`, and up to 98
+// us in the first rows of mixed stores and loads (docs/performance.md, tenth session).
 //
 // CUDA gives a timing event's time only relative to another event (cudaEventElapsedTime), so
 // every placement goes through an origin event whose host time is known. The obvious way to
@@ -25,7 +26,10 @@
 // the gate's start plus the opening-to-origin elapsed time, which is (start - gate_time) + that
 // after the gate's reading, placed by the handshake: a bound of the handshake's width, the gate's
 // wait for an SM, its exit and the origin's record, with no host query in it. The window ends at
-// the earlier of the two bounds (ClockModel::Round::latest_ns). In the probe (bench/probes/gpu_clock_probe.cu, its "gate" way) that was 9-13 us
+// the earlier of the two bounds (ClockModel::Round::latest_ns). Beside `hugepin bench offload`
+// under MPS on the H200 host that bound cut 11 of 96 rounds' windows (by 6-367 us); it cannot cut
+// the handshake itself, which took 127-131 us at the median there (2-365): the flag's read and the
+// answer cross a link that the copies fill both ways. In the probe (bench/probes/gpu_clock_probe.cu, its "gate" way) that was 9-13 us
 // at the median on the H200 host, idle or with DMA copies, one process or four, with or without
 // MPS; under `hugepin bench offload`'s heavier load, wider (docs/performance.md).
 // A second kernel stamping %globaltimer behind the origin, tried first, needed an SM for it: with

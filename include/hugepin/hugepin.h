@@ -300,10 +300,12 @@ typedef struct hugepin_job_result {
   uint64_t landed_ns;  /* when the worker learned that its copies landed */
   uint64_t copy_ns;    /* with time_copies: the copies' own GPU time (else 0) */
   uint64_t gpu_done_ns; /* with time_copies: when they ended, on CLOCK_MONOTONIC (else 0): the GPU's
-                         * clock calibrated against the host's, right to within half a calibration
-                         * window; on an H200 with four processes' copies, windows were 12-51 us
-                         * wide at the median without MPS and 13-122 us with it
-                         * (docs/performance.md) */
+                         * clock placed against the host's, right to within half a window; on an
+                         * H200 with four processes' copies, windows were 12-26 us wide at the
+                         * median, and up to 98 us in rows of mixed stores and loads that had just
+                         * started (docs/performance.md). Both stay 0 for a job whose timing could
+                         * not be read (a GPU fault, a clock with no origin yet): the job is
+                         * reported all the same. */
 } hugepin_job_result;
 
 /* Moves up to `capacity` jobs whose copies have landed since the last call into `out`, oldest

@@ -83,7 +83,7 @@ class JobResult:
     launch_ns: int   # CLOCK_MONOTONIC
     landed_ns: int
     copy_ns: int     # with time_copies, for the jobs it times: the copies' own GPU time (else 0)
-    gpu_done_ns: int  # ... and when they ended, CLOCK_MONOTONIC (else 0)
+    gpu_done_ns: int  # ... and when they ended, CLOCK_MONOTONIC (else 0; 0 too if unreadable)
 
 
 _store = _abi.lib.hugepin_worker_store
