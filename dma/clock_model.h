@@ -50,7 +50,9 @@ class ClockModel {
     int64_t latest_ns() const {
       if (gpu_bound_ns < 0) return after_ns;
       const auto slack = static_cast<int64_t>(std::ceil(static_cast<double>(gpu_bound_ns) * kAssumedDrift));
-      return std::min(after_ns, acknowledged_ns + gpu_bound_ns + kResolutionNs + slack);
+      // Two resolutions: the opening-to-origin elapsed time's, and %globaltimer's steps between
+      // the gate's two readings.
+      return std::min(after_ns, acknowledged_ns + gpu_bound_ns + 2 * kResolutionNs + slack);
     }
     int64_t origin_ns() const { return before_ns + (latest_ns() - before_ns) / 2; }
     int64_t origin_window_ns() const { return latest_ns() - before_ns + kResolutionNs; }
@@ -130,6 +132,9 @@ class ClockModel {
     if (error <= drift_error()) {
       rate_ = static_cast<double>(round.handshake_ns() - anchor_.handshake_ns()) / gpu_ns;
       rate_error_ = error;
+    } else if (!rate_measured() && 2 * window <= anchor_window) {
+      anchor_ = round;  // too wide an anchor to measure from yet: the narrower one serves better
+      return;
     }
     if (gpu_ns > static_cast<double>(kRateRebaseNs)) anchor_ = round;
   }

@@ -391,11 +391,19 @@ class CudaCopyEngine final : public CopyEngine {
     // (cudaEventElapsedTime then says cudaErrorNotReady): wait for the end mark, which has landed
     // or is about to, and with it for the start mark queued before it on the same stream.
     check_cuda(cudaEventSynchronize(last_event), "waiting for a copy's end mark");
-    std::lock_guard lock(marks_mutex_);
-    auto first = marks_.find(start);
-    auto last = marks_.find(end);
-    if (first == marks_.end() || last == marks_.end()) throw missing();  // read by another thread meanwhile
-    const cudaEvent_t first_event = first->second.event;
+    cudaEvent_t first_event = nullptr;
+    {
+      // Both marks are forgotten whatever the reading says (the caller cannot ask again): out of
+      // the table now, so that the clock below, which may wait for its first origin, is asked
+      // without the lock that mark() on the launch path takes.
+      std::lock_guard lock(marks_mutex_);
+      auto first = marks_.find(start);
+      auto last = marks_.find(end);
+      if (first == marks_.end() || last == marks_.end()) throw missing();  // read by another thread meanwhile
+      first_event = first->second.event;
+      marks_.erase(first);
+      marks_.erase(last);
+    }
     float elapsed_ms = 0;
     const cudaError_t elapsed = cudaEventElapsedTime(&elapsed_ms, first_event, last_event);
     GpuClock::Placed placed;
@@ -405,11 +413,11 @@ class CudaCopyEngine final : public CopyEngine {
     } catch (...) {
       place_failure = std::current_exception();
     }
-    // Both marks are forgotten whatever the reading said: the caller cannot ask again.
-    spare_events_.push_back(first_event);
-    spare_events_.push_back(last_event);
-    marks_.erase(first);
-    marks_.erase(last);
+    {
+      std::lock_guard lock(marks_mutex_);
+      spare_events_.push_back(first_event);
+      spare_events_.push_back(last_event);
+    }
     check_cuda(elapsed, "reading a copy's GPU time");
     if (place_failure) std::rethrow_exception(place_failure);
     return {static_cast<int64_t>(elapsed_ms * 1e6), placed.ns, placed.window_ns};

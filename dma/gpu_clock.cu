@@ -1,5 +1,7 @@
 #include "dma/gpu_clock.h"
 
+#include <unistd.h>
+
 #include <chrono>
 #include <map>
 #include <system_error>
@@ -52,9 +54,11 @@ uint64_t load(const uint64_t& word) {
 
 std::shared_ptr<GpuClock> GpuClock::of_device(int device) {
   static std::mutex mutex;
-  static std::map<int, std::weak_ptr<GpuClock>> clocks;
+  // By process too: a child forked after a clock was made must not find its parent's, whose
+  // thread did not come with it.
+  static std::map<std::pair<pid_t, int>, std::weak_ptr<GpuClock>> clocks;
   std::lock_guard lock(mutex);
-  std::weak_ptr<GpuClock>& slot = clocks[device];
+  std::weak_ptr<GpuClock>& slot = clocks[{::getpid(), device}];
   std::shared_ptr<GpuClock> clock = slot.lock();
   if (!clock) {
     clock = std::make_shared<GpuClock>(device);
@@ -130,8 +134,11 @@ GpuClock::Placed GpuClock::place(cudaEvent_t reached) {
   calibrating_ = true;
   last_use_ns_ = now;
   if (!model_.has_origin()) {
+    // Only while the thread's first tries are under way: once they are spent, a place() without an
+    // origin fails at once rather than each one waiting (span() callers take many in a row).
     origin_taken_.wait_for(lock, std::chrono::nanoseconds(kFirstOriginWaitNs), [&] {
-      return model_.has_origin() || failures_in_a_row_ >= kFailuresToGiveUp;
+      return model_.has_origin() || first_tries_ >= kFirstTries || failures_in_a_row_ >= kFailuresToGiveUp ||
+             stopping_;
     });
     if (failures_in_a_row_ >= kFailuresToGiveUp) {
       throw Error(cat("calibrating the GPU clock: ", failures_in_a_row_, " rounds in a row failed: ", last_failure_));
@@ -270,13 +277,12 @@ void GpuClock::keep_fresh() {
   std::unique_lock lock(mutex_);
   int64_t last_round_ns = INT64_MIN / 2;
   int64_t retry_ns = kRoundEveryNs;
-  int first_tries = 0;  // rounds run for a first origin before timing was in use
-  int rate_tries = 0;   // ... and for the rate
+  int rate_tries = 0;  // rounds run for the rate before timing was in use
   while (!stopping_) {
     // Without an origin, up to kFirstTries rounds back to back at once; without a rate, up to
     // kRateTries a baseline apart; then only once in use.
-    const bool seeking_first = !model_.has_origin() && first_tries < kFirstTries;
-    const bool seeking_rate = !seeking_first && !model_.rate_measured() && rate_tries < kRateTries;
+    const bool seeking_first = !model_.has_origin() && first_tries_ < kFirstTries;
+    const bool seeking_rate = model_.has_origin() && !model_.rate_measured() && rate_tries < kRateTries;
     if (!calibrating_ && !seeking_first && !seeking_rate) {
       wake_.wait(lock);
       continue;
@@ -292,11 +298,8 @@ void GpuClock::keep_fresh() {
       wake_.wait_for(lock, std::chrono::nanoseconds(last_round_ns + pace - now));  // place() wakes it when in use anew
       continue;
     }
-    if (!model_.has_origin()) {
-      ++first_tries;
-    } else if (!calibrating_) {
-      ++rate_tries;
-    }
+    const bool without_origin = !model_.has_origin();
+    if (!without_origin && !calibrating_) ++rate_tries;
     lock.unlock();
     std::optional<ClockModel::Round> round;
     std::string failure;
@@ -307,6 +310,8 @@ void GpuClock::keep_fresh() {
     }
     lock.lock();
     last_round_ns = real_os().monotonic_ns();
+    // Counted once the round is over: a place() waits for the first tries' outcome, not their start.
+    if (without_origin && !round) ++first_tries_;  // a round without an origin to beat is always taken
     if (!failure.empty()) {
       ++failures_in_a_row_;
       last_failure_ = failure;
@@ -320,6 +325,7 @@ void GpuClock::keep_fresh() {
       take(*round);
     } else {
       ++rounds_dropped_;
+      origin_taken_.notify_all();  // a place() waiting for a first origin may have to give up
     }
   }
   origin_taken_.notify_all();  // a place() waiting for a first origin gives up now

@@ -51,17 +51,17 @@
 // `hugepin bench offload` the first protocol rows after the ranks started read windows of 60-174
 // us at the median, tenth session); then, once keep_calibrating() or place() was first called (an
 // engine's first timing mark), one every kRoundEveryNs while place() was called in the last
-// kKeepFreshNs and one every kIdleRoundEveryNs otherwise. A place() before any origin waits for one up to
-// kFirstOriginWaitNs. A clock that cannot get an origin (a gate that never hears its release in
-// time: another process holding the GPU, a host too busy to answer) costs its callers their
-// timings only, never the engine: the first version ran its first round in the constructor and
-// failed the engine's creation after three dropped rounds, which stopped a vLLM rank from
-// attaching on the H200 host. The rate needs handshakes a second or more apart, and a GPU
-// busy with copies answers slowly (in dma_cuda_test, with DMA copies filling the link both ways,
-// windows of 22-32 us against 8-14 idle), so the rounds between timed stretches keep a narrow
-// origin and a measured rate at hand. Their cost, once started: a one-thread kernel a second, and
-// the thread's spinning of about 10 us. An engine that never times its copies runs the first
-// rounds only (at most 1 + kRateTries once its first origin is had).
+// kKeepFreshNs and one every kIdleRoundEveryNs otherwise. A place() before any origin waits for
+// one up to kFirstOriginWaitNs while the first rounds are under way. A clock that cannot get an
+// origin (a gate that never hears its release in time: another process holding the GPU, a host
+// too busy to answer) costs its callers their timings only, never the engine: the first version
+// ran its first round in the constructor and failed the engine's creation after three dropped
+// rounds, which stopped a vLLM rank from attaching on the H200 host. The rate needs handshakes a
+// second or more apart, and a GPU busy with copies answers slowly (in dma_cuda_test, with DMA
+// copies filling the link both ways, windows of 22-32 us against 8-14 idle), so the rounds between
+// timed stretches keep a narrow origin and a measured rate at hand. Their cost, once started: a
+// one-thread kernel a second, and the thread's spinning of about 10 us. An engine that never times
+// its copies runs the first rounds only (at most kFirstTries + kRateTries).
 //
 // Bounded waits: host waits for the GPU spin kSpinNs, then sleep between looks, from kFirstSleepNs
 // doubling to kLongestSleepNs, so a gate that cannot start soon (every SM busy) costs no CPU; the
@@ -129,7 +129,8 @@ class GpuClock {
   void keep_calibrating();
 
   // Where `reached`, a timing event of this device that has completed, lies on CLOCK_MONOTONIC.
-  // Starts or quickens the rounds; without an origin yet, waits up to kFirstOriginWaitNs for one.
+  // Starts or quickens the rounds; without an origin yet, waits for one up to kFirstOriginWaitNs
+  // while the thread's first kFirstTries rounds are under way (after them, fails at once).
   // Throws Error when the event cannot be read, when the last kFailuresToGiveUp rounds failed, or
   // when there is still no origin.
   Placed place(cudaEvent_t reached);
@@ -199,6 +200,7 @@ class GpuClock {
   size_t recent_next_ = 0;
   int failures_in_a_row_ = 0;
   uint64_t rounds_dropped_ = 0;  // their gate gave up, or the clock was stopping
+  int first_tries_ = 0;          // rounds run while the clock had no origin
   std::string last_failure_;
   std::thread thread_;
 };

@@ -327,7 +327,7 @@ size_t WorkerSession::take_finished(std::vector<JobResult>* out, size_t max) {
       (*out)[first + i].copy_ns = span.elapsed_ns;
       (*out)[first + i].gpu_done_ns = span.end_ns;
       (*out)[first + i].gpu_done_window_ns = span.end_window_ns;
-    } catch (const Error& error) {
+    } catch (const std::exception& error) {
       if (!timing_warned_.exchange(true)) {
         log::warn(cat("rank ", attachment_.rank(), ": job ", (*out)[first + i].job,
                       " reports no copy time: ", error.what(), " (said once per session)"));
