@@ -240,6 +240,7 @@ struct Measured {
   std::vector<double> settle_us, copy_us, overhead_us;
   std::vector<double> landed_us, seen_us;  // the overhead's two parts: GPU end -> rank knows -> quorum seen
   std::vector<double> clock_window_us;     // per timed job: the widest calibration window behind its GPU ends
+  std::vector<std::vector<double>> rank_clock_window_us;  // per rank: its window behind each timed job's GPU end
   uint64_t clock_early = 0;                // timed jobs known landed before their GPU end's window began
   std::vector<double> seen_busy_us;          // of each seen_us, the scheduler's time outside collect()
   std::vector<std::optional<CollectSpan>> seen_collect;  // ... and the collect() call that saw it
@@ -667,6 +668,7 @@ class OffloadRun {
     int64_t ignored = 0;
     send_all(ranks_, request, &ignored);
     std::unordered_map<JobId, RankTimes> latest;  // the latest over ranks
+    measured->rank_clock_window_us.assign(ranks_.ranks(), {});
     for (uint32_t rank = 0; rank < ranks_.ranks(); ++rank) {
       for (BenchReply reply; reply.count == kMaxTimingsPerPacket || reply.kind != BenchReplyKind::kTimings;) {
         reply = receive_reply(rank, BenchReplyKind::kTimings);
@@ -679,6 +681,7 @@ class OffloadRun {
           times.copy_ns = std::max(times.copy_ns, timing.copy_ns);
           times.landed_ns = std::max(times.landed_ns, timing.landed_ns);
           times.window_ns = std::max(times.window_ns, timing.gpu_done_window_ns);
+          measured->rank_clock_window_us[rank].push_back(timing.gpu_done_window_ns / 1e3);
         }
       }
     }
@@ -701,6 +704,8 @@ class OffloadRun {
     row->clock_window_p50_us = percentile(m.clock_window_us, 50);
     row->clock_window_max_us = m.clock_window_us.empty() ? 0 : *std::max_element(m.clock_window_us.begin(), m.clock_window_us.end());
     row->clock_early_jobs = m.clock_early;
+    row->rank_clock_window_p50_us.clear();
+    for (const std::vector<double>& windows : m.rank_clock_window_us) row->rank_clock_window_p50_us.push_back(percentile(windows, 50));
     row->seen_p50_us = percentile(m.seen_us, 50);
     row->seen_p99_us = percentile(m.seen_us, 99);
     const double jobs = std::max<double>(1, static_cast<double>(m.jobs.size()));

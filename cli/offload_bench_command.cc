@@ -62,7 +62,9 @@ Json timed_json(const bench::OffloadRow& row, std::initializer_list<std::pair<co
 
 Json clock_window_json(const bench::OffloadRow& row) {
   Json out = timed_json(row, {{"p50", row.clock_window_p50_us}, {"max", row.clock_window_max_us}});
-  if (!out.is_null()) out["early"] = row.clock_early_jobs;
+  if (out.is_null()) return out;
+  out["early"] = row.clock_early_jobs;
+  out["rank_p50"] = row.rank_clock_window_p50_us;
   return out;
 }
 

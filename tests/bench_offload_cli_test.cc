@@ -58,6 +58,8 @@ TEST_CASE("every mix has its three rows, each with its figures, and the sample v
     CHECK(row["clock_window_us"]["p50"].get<double>() == 0);
     CHECK(row["clock_window_us"]["max"].get<double>() == 0);
     CHECK(row["clock_window_us"]["early"].get<uint64_t>() == 0);  // the host's clock on both sides
+    REQUIRE(row["clock_window_us"]["rank_p50"].size() == 4);  // TP 2 x PP 2
+    for (const auto& window : row["clock_window_us"]["rank_p50"]) CHECK(window.get<double>() == 0);
     const Json& stalls = row["scheduler_stalls"];
     CHECK(stalls["late_seen_busy_share"].get<double>() >= 0);
     CHECK(stalls["late_seen_busy_share"].get<double>() <= 1);
