@@ -404,13 +404,26 @@ TEST_CASE("a job that failed on one rank wakes the drain again when its last ran
   CHECK(r.os.wakes == 2);  // without copy-failed ticking the tally, the last report woke nobody
 }
 
-TEST_CASE("the completion descriptor turns readable when a job lands; timed jobs say how long they took") {
+// A rank of a one-rank arena that times its copies (one job in `every`), on the host backend.
+struct TimedHostWorker {
+  static WorkerSessionOptions timed(uint32_t every) {
+    WorkerSessionOptions options;
+    options.time_copies = true;
+    options.time_copies_every = every;
+    return options;
+  }
+  explicit TimedHostWorker(uint32_t every = 1)
+      : worker(real_os(), cluster.arena, 0, 0, timed(every)), device(worker.rank_geometry()) {
+    worker.set_device_kv(device.segments, WorkerBackend::kHost);
+  }
   Cluster cluster;
-  WorkerSessionOptions options;
-  options.time_copies = true;
-  WorkerSession worker(real_os(), cluster.arena, 0, 0, options);
-  FakeDevice device(worker.rank_geometry());
-  worker.set_device_kv(device.segments, WorkerBackend::kHost);
+  WorkerSession worker;
+  FakeDevice device;
+};
+
+TEST_CASE("the completion descriptor turns readable when a job lands; timed jobs say how long they took") {
+  TimedHostWorker rank;
+  WorkerSession& worker = rank.worker;
   const int fd = worker.completion_fd();
   uint64_t count = 0;
   CHECK(::read(fd, &count, sizeof count) == -1);  // nothing landed yet
@@ -426,12 +439,8 @@ TEST_CASE("the completion descriptor turns readable when a job lands; timed jobs
 }
 
 TEST_CASE("a timing that cannot be read costs the timing, never the job's result") {
-  Cluster cluster;
-  WorkerSessionOptions options;
-  options.time_copies = true;
-  WorkerSession worker(real_os(), cluster.arena, 0, 0, options);
-  FakeDevice device(worker.rank_geometry());
-  worker.set_device_kv(device.segments, WorkerBackend::kHost);
+  TimedHostWorker rank;
+  WorkerSession& worker = rank.worker;
   const std::vector<BlockPair> pairs{{0, 0}};
   worker.store(1, pairs);  // the host engine's marks 1 and 2
   worker.store(2, pairs);  // 3 and 4
@@ -447,13 +456,8 @@ TEST_CASE("a timing that cannot be read costs the timing, never the job's result
 }
 
 TEST_CASE("time_copies_every times the jobs copies_timed() picks, and only those") {
-  Cluster cluster;
-  WorkerSessionOptions options;
-  options.time_copies = true;
-  options.time_copies_every = 3;
-  WorkerSession worker(real_os(), cluster.arena, 0, 0, options);
-  FakeDevice device(worker.rank_geometry());
-  worker.set_device_kv(device.segments, WorkerBackend::kHost);
+  TimedHostWorker rank(3);
+  WorkerSession& worker = rank.worker;
   const std::vector<BlockPair> pairs{{0, 0}};
   for (JobId job = 1; job <= 30; ++job) worker.store(job, pairs);
   std::vector<JobResult> results;
