@@ -705,7 +705,10 @@ class OffloadRun {
     row->clock_window_max_us = m.clock_window_us.empty() ? 0 : *std::max_element(m.clock_window_us.begin(), m.clock_window_us.end());
     row->clock_early_jobs = m.clock_early;
     row->rank_clock_window_p50_us.clear();
-    for (const std::vector<double>& windows : m.rank_clock_window_us) row->rank_clock_window_p50_us.push_back(percentile(windows, 50));
+    for (const std::vector<double>& windows : m.rank_clock_window_us) {
+      row->rank_clock_window_p50_us.push_back(windows.empty() ? std::nullopt
+                                                              : std::optional<double>(percentile(windows, 50)));
+    }
     row->seen_p50_us = percentile(m.seen_us, 50);
     row->seen_p99_us = percentile(m.seen_us, 99);
     const double jobs = std::max<double>(1, static_cast<double>(m.jobs.size()));

@@ -128,7 +128,8 @@ struct OffloadRow {
   // The error bar on every GPU end above: each is right to within half of its calibration's
   // window (CopyEngine::MarkSpan::end_window_ns; per timed job, the widest over its ranks).
   double clock_window_p50_us = 0, clock_window_max_us = 0;
-  std::vector<double> rank_clock_window_p50_us;  // each rank's own window at the median, rank order
+  // Each rank's own window at the median, rank order; empty for a rank that timed no job.
+  std::vector<std::optional<double>> rank_clock_window_p50_us;
   // Timed jobs whose last rank knew its copies landed more than half a window before their GPU end
   // as placed: the clock's error bars broken. 0 when they hold.
   uint64_t clock_early_jobs = 0;

@@ -60,18 +60,19 @@ Json timed_json(const bench::OffloadRow& row, std::initializer_list<std::pair<co
   return out;
 }
 
-Json clock_window_json(const bench::OffloadRow& row) {
-  Json out = timed_json(row, {{"p50", row.clock_window_p50_us}, {"max", row.clock_window_max_us}});
-  if (out.is_null()) return out;
-  out["early"] = row.clock_early_jobs;
-  out["rank_p50"] = row.rank_clock_window_p50_us;
-  return out;
-}
-
 // A figure that may be missing: null, where 0 would read as measured.
 template <typename T>
 Json or_null(const std::optional<T>& value) {
   return value ? Json(*value) : Json(nullptr);
+}
+
+Json clock_window_json(const bench::OffloadRow& row) {
+  Json out = timed_json(row, {{"p50", row.clock_window_p50_us}, {"max", row.clock_window_max_us}});
+  if (out.is_null()) return out;
+  out["early"] = row.clock_early_jobs;
+  Json& ranks = out["rank_p50"] = Json::array();
+  for (const std::optional<double>& window : row.rank_clock_window_p50_us) ranks.push_back(or_null(window));
+  return out;
 }
 
 // How hugepin's scheduler's sleeps on the report gate ended (session/scheduler_session.h); null in

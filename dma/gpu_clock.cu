@@ -133,19 +133,24 @@ GpuClock::Placed GpuClock::place(cudaEvent_t reached) {
   if (!calibrating_ || now - last_use_ns_ > kKeepFreshNs) wake_.notify_one();  // at the idle pace, or not started
   calibrating_ = true;
   last_use_ns_ = now;
-  if (!model_.has_origin()) {
-    // Only while the thread's first tries are under way: once they are spent, a place() without an
-    // origin fails at once rather than each one waiting (span() callers take many in a row).
+  if (!model_.has_origin() && !waited_for_origin_) {
+    // Once per clock, and only while the thread's first tries are under way: after that a place()
+    // without an origin fails at once rather than each one waiting (span() callers take many in a
+    // row, and a gate that cannot start on a GPU whose SMs are all taken has no deadline of its own).
+    waited_for_origin_ = true;
     origin_taken_.wait_for(lock, std::chrono::nanoseconds(kFirstOriginWaitNs), [&] {
       return model_.has_origin() || first_tries_ >= kFirstTries || failures_in_a_row_ >= kFailuresToGiveUp ||
              stopping_;
     });
+  }
+  if (!model_.has_origin()) {
     if (failures_in_a_row_ >= kFailuresToGiveUp) {
       throw Error(cat("calibrating the GPU clock: ", failures_in_a_row_, " rounds in a row failed: ", last_failure_));
     }
     if (!model_.has_origin()) {
       throw Error(cat("placing a timing event: the GPU clock has no origin yet (", rounds_dropped_,
-                      " rounds dropped: their gate found no release in time; the GPU or this host is busy)"));
+                      " rounds dropped: their gate found no release in time; the GPU or this host is busy",
+                      failures_in_a_row_ > 0 ? cat("; the last round failed: ", last_failure_) : std::string(), ")"));
     }
   }
   float elapsed_ms = 0;

@@ -51,10 +51,10 @@
 // `hugepin bench offload` the first protocol rows after the ranks started read windows of 60-174
 // us at the median, tenth session); then, once keep_calibrating() or place() was first called (an
 // engine's first timing mark), one every kRoundEveryNs while place() was called in the last
-// kKeepFreshNs and one every kIdleRoundEveryNs otherwise. A place() before any origin waits for
-// one up to kFirstOriginWaitNs while the first rounds are under way. A clock that cannot get an
-// origin (a gate that never hears its release in time: another process holding the GPU, a host
-// too busy to answer) costs its callers their timings only, never the engine: the first version
+// kKeepFreshNs and one every kIdleRoundEveryNs otherwise. The first place() before any origin
+// waits for one up to kFirstOriginWaitNs while the first rounds are under way. A clock that cannot
+// get an origin (a gate that never hears its release in time: another process holding the GPU, a
+// host too busy to answer) costs its callers their timings only, never the engine: the first version
 // ran its first round in the constructor and failed the engine's creation after three dropped
 // rounds, which stopped a vLLM rank from attaching on the H200 host. The rate needs handshakes a
 // second or more apart, and a GPU busy with copies answers slowly (in dma_cuda_test, with DMA
@@ -129,8 +129,9 @@ class GpuClock {
   void keep_calibrating();
 
   // Where `reached`, a timing event of this device that has completed, lies on CLOCK_MONOTONIC.
-  // Starts or quickens the rounds; without an origin yet, waits for one up to kFirstOriginWaitNs
-  // while the thread's first kFirstTries rounds are under way (after them, fails at once).
+  // Starts or quickens the rounds; without an origin yet, the first such call waits for one up to
+  // kFirstOriginWaitNs while the thread's first kFirstTries rounds are under way; the others fail
+  // at once.
   // Throws Error when the event cannot be read, when the last kFailuresToGiveUp rounds failed, or
   // when there is still no origin.
   Placed place(cudaEvent_t reached);
@@ -201,6 +202,7 @@ class GpuClock {
   int failures_in_a_row_ = 0;
   uint64_t rounds_dropped_ = 0;  // their gate gave up, or the clock was stopping
   int first_tries_ = 0;          // rounds run while the clock had no origin
+  bool waited_for_origin_ = false;  // a place() has waited for a first origin (once per clock)
   std::string last_failure_;
   std::thread thread_;
 };
