@@ -12,7 +12,6 @@ namespace hugepin {
 namespace detail {
 
 std::atomic<int> asymmetric_barrier_state{0};
-std::atomic<uint64_t> lost_wakes{0};
 
 int register_asymmetric_barrier(Os& os) {
   static std::once_flag fork_handler;

@@ -14,29 +14,26 @@
 // Where the kernel will not register a process (an old kernel, a seccomp filter, a sandbox), its
 // wakers still publish with a plain release store: a StoreLoad fence on every push would cost
 // more than the whole rest of it (measured: 0.6-0.7x the rings' rate). Instead such a waker marks
-// the doorbell once (`unfenced_wakers`, with a full fence); a waiter that sees the mark, or whose
-// own heavy barrier fails, counts on its bounded sleep (kLongestSleepNs, below) to re-check. A
+// the doorbell once (`unfenced_wakers`, with a full fence), and every waiter that sees the mark,
+// or whose own heavy barrier fails, sleeps at most kUnfencedSleepNs at a time and re-checks. A
 // wake-up is then rarely late (only when a publication races the waiter's check) and never lost.
 // The mark and `sleepers` are themselves a symmetric Dekker pair: a waiter that missed the mark
 // was counted before the waker's fenced first look at `sleepers`, so that look wakes it, and its
 // next round sees the mark.
 //
-// The heavy barrier has been seen to fail that promise: on the development VM (Linux 6.18 under
-// Firecracker, 2 CPUs), `ipc_ring_stress_thread_test` hung about once in a hundred runs under
-// load, a producer asleep on an empty ring's space doorbell, and with sleeps bounded, 216 of 450
-// runs of its two-producer case (three at once) had a wait that no waker ended though its state
-// turned ready (doorbell_lost_wakes()): 104 in 300 runs of the whole test. The barrier does run
-// (3.9 us a call here with a thread of the process on the other CPU, 0.15 us unregistered), and
-// the private form (MEMBARRIER_CMD_PRIVATE_EXPEDITED, tried with the waker in the same process)
-// lost 7 in 300. Why any is lost is not known; a flaw of this protocol is not ruled out. So every
-// sleep is bounded by kLongestSleepNs, registered or not: a lost wake-up costs at most that, never
-// a hang (a full ring's producer used to wait out its whole timeout).
+// The heavy barrier has been seen to fail that promise, or this protocol has a flaw not found yet:
+// on the development VM (Linux 6.18 under Firecracker, 2 CPUs), `ipc_ring_stress_thread_test`
+// hung about once in a hundred runs under load, a producer asleep with no timeout on its ring's
+// space doorbell while the ring was empty (head = tail, `sleepers` 1, `word` never bumped after it
+// went to sleep): a wake-up lost. The barrier does run there (3.9 us a call with a thread of the
+// process on the other CPU, against 0.15 us before registering). So a fenced waiter's sleeps are
+// bounded too, by kFencedSleepNs: a lost wake-up costs at most that, never a hang (a full ring's
+// producer used to wait out its whole timeout and fail).
 //
 // Thread-safety: any number of wakers and waiters, in any processes that map the doorbell.
 #pragma once
 
 #include <atomic>
-#include <cerrno>
 #include <cstdint>
 
 #include "base/cpu_relax.h"
@@ -48,9 +45,11 @@ namespace hugepin {
 // writes is kept 128 bytes away (DPDK's RTE_CACHE_GUARD does the same).
 inline constexpr size_t kCacheLinePair = 128;
 
-// How long a waiter sleeps at most before it re-checks, whatever the heavy barrier promised (see
-// the file comment): the longest a lost wake-up can hold it.
-inline constexpr int64_t kLongestSleepNs = 1'000'000;
+// How long a waiter sleeps at most before it re-checks: when the heavy barrier does not cover every
+// waker (a late wake-up is then expected now and then), and when it does (a wake-up lost against
+// its promise, see the file comment, which no waiter may wait on for longer).
+inline constexpr int64_t kUnfencedSleepNs = 1'000'000;
+inline constexpr int64_t kFencedSleepNs = 10'000'000;
 
 // The moment `timeout_ns` from now on the monotonic clock; -1 (none) for a negative timeout.
 inline int64_t deadline_after(Os& os, int64_t timeout_ns) {
@@ -66,8 +65,6 @@ inline int64_t time_left(Os& os, int64_t deadline) {
 namespace detail {
 // 0: not asked yet in this process; 1: registered for the heavy barrier; -1: refused.
 extern std::atomic<int> asymmetric_barrier_state;
-// Waits in this process that the heavy barrier should have woken and only the bounded sleep did.
-extern std::atomic<uint64_t> lost_wakes;
 int register_asymmetric_barrier(Os& os);
 }  // namespace detail
 
@@ -78,11 +75,6 @@ inline bool asymmetric_barrier_registered(Os& os) {
   if (state == 0) state = detail::register_asymmetric_barrier(os);
   return state > 0;
 }
-
-// How many waits in this process found their state ready after a sleep that no waker ended,
-// though the heavy barrier had succeeded: wake-ups the protocol lost, which the bounded sleep
-// (kLongestSleepNs) caught. For tests and diagnostics.
-inline uint64_t doorbell_lost_wakes() { return detail::lost_wakes.load(std::memory_order_relaxed); }
 
 // Forgets whether this process is registered: the next ring asks the kernel again
 // (a fork's child does this; tests use it to play a kernel that refuses).
@@ -141,16 +133,11 @@ bool Doorbell::wait(Os& os, Ready&& ready, int64_t timeout_ns) {
       sleepers.fetch_sub(1, std::memory_order_relaxed);
       return false;
     }
-    if (remaining < 0 || remaining > kLongestSleepNs) remaining = kLongestSleepNs;
-    const int slept = os.futex_wait(&word, seen, remaining);  // woken, spurious, EAGAIN, EINTR, timed out: re-check
+    const int64_t longest = fenced ? kFencedSleepNs : kUnfencedSleepNs;
+    if (remaining < 0 || remaining > longest) remaining = longest;
+    os.futex_wait(&word, seen, remaining);  // woken, spurious, EAGAIN, EINTR, timed out: re-check
     sleepers.fetch_sub(1, std::memory_order_relaxed);
-    if (ready()) {
-      // Ready, and no waker rang since this waiter counted itself: a wake-up the protocol lost.
-      if (fenced && slept == -ETIMEDOUT && word.load(std::memory_order_relaxed) == seen) {
-        detail::lost_wakes.fetch_add(1, std::memory_order_relaxed);
-      }
-      return true;
-    }
+    if (ready()) return true;
   }
 }
 

@@ -5,7 +5,6 @@
 #include <cstdlib>
 #include <thread>
 
-#include "ipc/doorbell.h"
 #include "ipc/ring_stress.h"
 
 namespace hugepin {
@@ -31,9 +30,6 @@ void run_stress_in_threads(const test::StressConfig& config) {
     CHECK(area.rings[r]->consumed() == config.records_per_ring);
   }
   std::free(memory);
-  // Not a check: how often the heavy barrier lost a wake-up here, which the bounded sleeps caught
-  // (ipc/doorbell.h); before they were bounded, such a loss hung this test.
-  MESSAGE("doorbell wake-ups lost so far in this process: ", doorbell_lost_wakes());
 }
 
 }  // namespace
