@@ -118,13 +118,14 @@ class ClockModel {
     const auto gpu_ns = static_cast<double>(static_cast<int64_t>(round.gate_time - anchor_.gate_time));
     const int64_t window = round.handshake_window_ns();
     const int64_t anchor_window = anchor_.handshake_window_ns();
+    // While no rate is measured, a handshake half as wide makes a better anchor: from a wide one (a
+    // first round among other ranks' start-up, say) the pair's error may stay above the assumed
+    // drift at the baseline, and the windows grow at the assumed drift until a rate is measured.
+    const bool better_anchor = !rate_measured() && 2 * window <= anchor_window;
     if (gpu_ns < static_cast<double>(kRateBaselineNs)) {
-      // Early on, a narrower handshake makes a better anchor; so does one half as wide while no
-      // rate is measured: from a wide anchor (a first round among other ranks' start-up, say) the
-      // pair's error may stay above the assumed drift at the baseline, and the windows grow at the
-      // assumed drift until a rate is measured.
+      // Early on, any narrower handshake makes a better anchor.
       const bool early = gpu_ns < static_cast<double>(kRateBaselineNs / 4) && window < anchor_window;
-      if (early || (!rate_measured() && 2 * window <= anchor_window)) anchor_ = round;
+      if (early || better_anchor) anchor_ = round;
       return;
     }
     const double error = static_cast<double>(anchor_window + window) / 2 / gpu_ns;
@@ -132,8 +133,8 @@ class ClockModel {
     if (error <= drift_error()) {
       rate_ = static_cast<double>(round.handshake_ns() - anchor_.handshake_ns()) / gpu_ns;
       rate_error_ = error;
-    } else if (!rate_measured() && 2 * window <= anchor_window) {
-      anchor_ = round;  // too wide an anchor to measure from yet: the narrower one serves better
+    } else if (better_anchor) {
+      anchor_ = round;  // too wide an anchor to measure from yet
       return;
     }
     if (gpu_ns > static_cast<double>(kRateRebaseNs)) anchor_ = round;

@@ -126,9 +126,10 @@ void GpuClock::keep_calibrating() {
 
 GpuClock::Placed GpuClock::place(cudaEvent_t reached) {
   std::unique_lock lock(mutex_);
-  if (failures_in_a_row_ >= kFailuresToGiveUp) {
-    throw Error(cat("calibrating the GPU clock: ", failures_in_a_row_, " rounds in a row failed: ", last_failure_));
-  }
+  const auto given_up = [&] {
+    return Error(cat("calibrating the GPU clock: ", failures_in_a_row_, " rounds in a row failed: ", last_failure_));
+  };
+  if (failures_in_a_row_ >= kFailuresToGiveUp) throw given_up();
   const int64_t now = real_os().monotonic_ns();
   if (!calibrating_ || now - last_use_ns_ > kKeepFreshNs) wake_.notify_one();  // at the idle pace, or not started
   calibrating_ = true;
@@ -144,14 +145,10 @@ GpuClock::Placed GpuClock::place(cudaEvent_t reached) {
     });
   }
   if (!model_.has_origin()) {
-    if (failures_in_a_row_ >= kFailuresToGiveUp) {
-      throw Error(cat("calibrating the GPU clock: ", failures_in_a_row_, " rounds in a row failed: ", last_failure_));
-    }
-    if (!model_.has_origin()) {
-      throw Error(cat("placing a timing event: the GPU clock has no origin yet (", rounds_dropped_,
-                      " rounds dropped: their gate found no release in time; the GPU or this host is busy",
-                      failures_in_a_row_ > 0 ? cat("; the last round failed: ", last_failure_) : std::string(), ")"));
-    }
+    if (failures_in_a_row_ >= kFailuresToGiveUp) throw given_up();
+    throw Error(cat("placing a timing event: the GPU clock has no origin yet (", rounds_dropped_,
+                    " rounds dropped: their gate found no release in time; the GPU or this host is busy",
+                    failures_in_a_row_ > 0 ? cat("; the last round failed: ", last_failure_) : std::string(), ")"));
   }
   float elapsed_ms = 0;
   check_cuda(cudaEventElapsedTime(&elapsed_ms, origin_, reached), "placing a timing event");
@@ -259,10 +256,7 @@ int64_t GpuClock::gpu_bound(uint64_t start_time, uint64_t gate_time, cudaEvent_t
 
 void GpuClock::take(const ClockModel::Round& round) {
   const bool taken = model_.take(round);
-  if (taken) {
-    std::swap(origin_, candidate_);
-    origin_taken_.notify_all();
-  }
+  if (taken) std::swap(origin_, candidate_);
   const RoundRecord record{round.before_ns, round.acknowledged_ns, round.after_ns, round.latest_ns(), round.gate_time,
                            taken};
   if (recent_.size() < kRecentRounds) {
@@ -317,10 +311,12 @@ void GpuClock::keep_fresh() {
     last_round_ns = real_os().monotonic_ns();
     // Counted once the round is over: a place() waits for the first tries' outcome, not their start.
     if (without_origin && !round) ++first_tries_;  // a round without an origin to beat is always taken
+    // A place() waiting for a first origin looks again once this thread waits (after take() below):
+    // an origin, spent tries or failures end its wait.
+    origin_taken_.notify_all();
     if (!failure.empty()) {
       ++failures_in_a_row_;
       last_failure_ = failure;
-      origin_taken_.notify_all();  // a place() waiting for a first origin may have to give up
       retry_ns = std::min(2 * retry_ns, kIdleRoundEveryNs);
       continue;
     }
@@ -330,7 +326,6 @@ void GpuClock::keep_fresh() {
       take(*round);
     } else {
       ++rounds_dropped_;
-      origin_taken_.notify_all();  // a place() waiting for a first origin may have to give up
     }
   }
   origin_taken_.notify_all();  // a place() waiting for a first origin gives up now
