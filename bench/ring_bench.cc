@@ -14,6 +14,7 @@
 #include <new>
 #include <thread>
 
+#include "base/cpu_relax.h"
 #include "base/error.h"
 #include "bench/baseline/report_ring_v1.h"
 #include "ipc/doorbell.h"
@@ -379,7 +380,7 @@ RingBenchResult run_ring_bench(Os& os, const RingBenchOptions& options,
   result.producer_cpu = cpus.producer;
   result.consumer_cpu = cpus.consumer;
   result.core_sharing = cpus.sharing;
-  result.membarrier_registered = asymmetric_barrier_registered(os);
+  result.membarrier_registered = baseline::registered_for_membarrier(os);
   SharedArea area(std::max({ReportRing::memsize(kRingBenchCapacity), ReportRingV1::memsize(kRingBenchCapacity),
                             sizeof(BoostQueue)}));
   pin(os, result.consumer_cpu);

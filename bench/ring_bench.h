@@ -63,7 +63,7 @@ struct RingBenchResult {
   int consumer_cpu = -1;
   CoreSharing core_sharing = CoreSharing::kUnknown;
   // Whether this process is registered for membarrier(2): if not, the baseline publishes each
-  // index with a seq_cst store, and ours marks its doorbells (ipc/doorbell.h).
+  // index with a seq_cst store (ours does not use it: ipc/doorbell.h).
   bool membarrier_registered = false;
 };
 

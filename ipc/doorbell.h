@@ -1,34 +1,34 @@
 // A futex doorbell in shared memory: a waiter sleeps until the state it waits for is published,
 // and a waker makes a system call only when someone sleeps.
 //
-// The protocol is Dekker's, made asymmetric so that the waker's fast path has no fence. A waker
-// publishes its state (a ring index) with a plain release store, then reads `sleepers` and, when
-// it is not zero, bumps `word` and wakes. A waiter reads `word`, counts itself in `sleepers`,
-// issues the heavy barrier, checks the state and only then sleeps on `word`. The heavy barrier is
-// membarrier(2) MEMBARRIER_CMD_GLOBAL_EXPEDITED: every CPU running a thread of a process
-// registered for it runs a full memory barrier before the call returns. So either the waker's
-// read of `sleepers` comes after that barrier and sees the waiter, or its publication came before
-// it and the waiter's check sees the state; and a bump between the waiter's read of `word` and its
-// sleep makes FUTEX_WAIT return at once. No wake-up is lost, and a waker pays one plain load.
+// The protocol is Dekker's, symmetric: a waker publishes its state (a ring index, a release
+// store), issues a full fence and reads `sleepers`; only when that is not zero does it bump `word`
+// and wake. A waiter reads `word`, counts itself in `sleepers` (a seq_cst read-modify-write: its
+// fence), checks the state (seq_cst loads) and only then sleeps on `word`. Either the waker's
+// fence comes first in the fences' single order, and the waiter's check sees the state, or the
+// waiter's count comes first, and the waker's read sees the sleeper; a bump between the waiter's
+// read of `word` and its sleep makes FUTEX_WAIT return at once. No wake-up is lost, on any kernel,
+// and a waiter needs nothing of the kernel but the futex.
 //
-// Where the kernel will not register a process (an old kernel, a seccomp filter, a sandbox), its
-// wakers still publish with a plain release store: a StoreLoad fence on every push would cost
-// more than the whole rest of it (measured: 0.6-0.7x the rings' rate). Instead such a waker marks
-// the doorbell once (`unfenced_wakers`, with a full fence), and every waiter that sees the mark,
-// or whose own heavy barrier fails, sleeps at most kUnfencedSleepNs at a time and re-checks. A
-// wake-up is then rarely late (only when a publication races the waiter's check) and never lost.
-// The mark and `sleepers` are themselves a symmetric Dekker pair: a waiter that missed the mark
-// was counted before the waker's fenced first look at `sleepers`, so that look wakes it, and its
-// next round sees the mark.
-//
-// The heavy barrier has been seen to fail that promise, or this protocol has a flaw not found yet:
-// on the development VM (Linux 6.18 under Firecracker, 2 CPUs), `ipc_ring_stress_thread_test`
-// hung about once in a hundred runs under load, a producer asleep with no timeout on its ring's
-// space doorbell while the ring was empty (head = tail, `sleepers` 1, `word` never bumped after it
-// went to sleep): a wake-up lost. The barrier does run there (3.9 us a call with a thread of the
-// process on the other CPU, against 0.15 us before registering). So a fenced waiter's sleeps are
-// bounded too, by kFencedSleepNs: a lost wake-up costs at most that, never a hang (a full ring's
-// producer used to wait out its whole timeout and fail).
+// It was asymmetric until the eleventh session: the waker read `sleepers` with no fence and the
+// waiter paid with membarrier(2) MEMBARRIER_CMD_GLOBAL_EXPEDITED, which promises a full barrier on
+// every CPU running a thread of a registered process. Linux keeps that promise only for CPUs whose
+// run queue learned of the registration, which it does at a switch from another process's memory
+// map; a CPU that idled with the process's map kept lazily when it registered (a thread of it
+// asleep there, or its main thread just moved away) never learns, for as long as it runs only that
+// process, kernel threads and idle. Seen on Linux 6.18 (the development VM) with
+// bench/probes/membarrier_reach.c: registered while a thread of the process slept on the other
+// CPU, 5 of 5 trials sent that CPU no interrupt in 20000 barriers (0.15-0.24 us each, as
+// unregistered); registered first, before the thread started, 2 of 5 missed too (the process had
+// run on that CPU before it pinned itself), the others cost 4.8 us and an interrupt a barrier.
+// A waker on such a CPU may read `sleepers` before its publication has left its store buffer,
+// and no barrier of the waiter's drains it. The likeliest cause of a hang that
+// `ipc_ring_stress_thread_test` showed about once in a hundred runs under load: a producer asleep
+// on an empty ring's space doorbell, `sleepers` 1, `word` not bumped. The window is narrow (the
+// probe's 1.6 million rounds of the old pair on a CPU the barrier missed lost none), so a loss was
+// not reproduced on demand. The fence costs a push or pop of one record a few percent
+// (docs/performance.md); the barrier cost each sleep 3.9 us and an interrupt to every CPU running
+// a registered process (a spinning rank's too).
 //
 // Thread-safety: any number of wakers and waiters, in any processes that map the doorbell.
 #pragma once
@@ -36,7 +36,6 @@
 #include <atomic>
 #include <cstdint>
 
-#include "base/cpu_relax.h"
 #include "base/os.h"
 
 namespace hugepin {
@@ -44,12 +43,6 @@ namespace hugepin {
 // Two cache lines: x86's adjacent-line prefetcher moves lines in pairs, so anything another core
 // writes is kept 128 bytes away (DPDK's RTE_CACHE_GUARD does the same).
 inline constexpr size_t kCacheLinePair = 128;
-
-// How long a waiter sleeps at most before it re-checks: when the heavy barrier does not cover every
-// waker (a late wake-up is then expected now and then), and when it does (a wake-up lost against
-// its promise, see the file comment, which no waiter may wait on for longer).
-inline constexpr int64_t kUnfencedSleepNs = 1'000'000;
-inline constexpr int64_t kFencedSleepNs = 10'000'000;
 
 // The moment `timeout_ns` from now on the monotonic clock; -1 (none) for a negative timeout.
 inline int64_t deadline_after(Os& os, int64_t timeout_ns) {
@@ -62,39 +55,15 @@ inline int64_t time_left(Os& os, int64_t deadline) {
   return left > 0 ? left : 0;
 }
 
-namespace detail {
-// 0: not asked yet in this process; 1: registered for the heavy barrier; -1: refused.
-extern std::atomic<int> asymmetric_barrier_state;
-int register_asymmetric_barrier(Os& os);
-}  // namespace detail
-
-// Whether waiters' heavy barriers reach this process: true once it is registered (on first use,
-// again after a fork), false when the kernel refuses (then its wakers mark the doorbells they ring).
-inline bool asymmetric_barrier_registered(Os& os) {
-  int state = detail::asymmetric_barrier_state.load(std::memory_order_relaxed);
-  if (state == 0) state = detail::register_asymmetric_barrier(os);
-  return state > 0;
-}
-
-// Forgets whether this process is registered: the next ring asks the kernel again
-// (a fork's child does this; tests use it to play a kernel that refuses).
-void forget_asymmetric_barrier();
-
 struct alignas(kCacheLinePair) Doorbell {
   std::atomic<uint32_t> word{0};      // the futex word: bumped by every ring that had a sleeper
   std::atomic<uint32_t> sleepers{0};  // waiters between counting themselves and waking up
-  // Not 0 once a waker in a process the heavy barrier does not reach has rung (never cleared).
-  std::atomic<uint32_t> unfenced_wakers{0};
 
   // Wakes every waiter, if there is one. REQUIRES: the caller just published the state waiters
-  // wait for (a release store; an order of stores, not checked).
+  // wait for (an atomic store; the fence below orders it before the read of `sleepers`).
   void ring(Os& os) {
-    // The compiler keeps this read after the caller's publication; the CPU may not, which the
-    // waiter's heavy barrier covers, or in an unregistered process the mark and the bounded sleep
-    // (see the file comment).
-    std::atomic_signal_fence(std::memory_order_seq_cst);
-    if (!asymmetric_barrier_registered(os)) [[unlikely]] mark_unfenced_waker();
-    if (sleepers.load(std::memory_order_seq_cst) != 0) wake(os);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (sleepers.load(std::memory_order_relaxed) != 0) wake(os);
   }
 
   // Returns true as soon as `ready()` does, false when `timeout_ns` (negative: no limit) passes
@@ -105,11 +74,6 @@ struct alignas(kCacheLinePair) Doorbell {
  private:
   // Bumps `word` and wakes every waiter.
   void wake(Os& os);
-  // Sets `unfenced_wakers` if it is not set yet, with a full fence (seq_cst: pairs with the
-  // waiter's seq_cst increment of `sleepers` and its seq_cst load of the mark).
-  void mark_unfenced_waker();
-  // The heavy barrier; false when the kernel refuses it.
-  static bool heavy_barrier(Os& os);
 };
 
 template <typename Ready>
@@ -117,24 +81,20 @@ bool Doorbell::wait(Os& os, Ready&& ready, int64_t timeout_ns) {
   if (ready()) return true;
   const int64_t deadline = deadline_after(os, timeout_ns);
   for (;;) {
-    // Acquire pairs with the release bump of `word` in ring().
+    // Acquire pairs with the release bump of `word` in wake().
     const uint32_t seen = word.load(std::memory_order_acquire);
-    // seq_cst pairs with the mark and the read of `sleepers` in ring() by unregistered wakers.
+    // seq_cst: with `ready`'s seq_cst loads after it, the waiter's half of the Dekker pair whose
+    // other half is the fence in ring().
     sleepers.fetch_add(1, std::memory_order_seq_cst);
-    // The barrier orders the count above against every registered waker's read of it; the mark
-    // (seq_cst, read after the count) says whether an unregistered waker may miss it.
-    const bool fenced = heavy_barrier(os) && unfenced_wakers.load(std::memory_order_seq_cst) == 0;
     if (ready()) {
       sleepers.fetch_sub(1, std::memory_order_relaxed);
       return true;
     }
-    int64_t remaining = time_left(os, deadline);
+    const int64_t remaining = time_left(os, deadline);
     if (remaining == 0) {
       sleepers.fetch_sub(1, std::memory_order_relaxed);
       return false;
     }
-    const int64_t longest = fenced ? kFencedSleepNs : kUnfencedSleepNs;
-    if (remaining < 0 || remaining > longest) remaining = longest;
     os.futex_wait(&word, seen, remaining);  // woken, spurious, EAGAIN, EINTR, timed out: re-check
     sleepers.fetch_sub(1, std::memory_order_relaxed);
     if (ready()) return true;

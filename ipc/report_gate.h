@@ -6,7 +6,7 @@
 // slowest ranks' compute-releases came), or something urgent happened; not until the next
 // report. At TP x PP ranks every job's reports come one per rank, close together: waking on each
 // cost the scheduler a sleep and a wake per report (measured on the H200 host: 12-24 us of its
-// CPU per job and rank, most of it in the doorbell's membarrier(2) and the futex); the gate wakes
+// CPU per job and rank, most of it in the doorbell's membarrier(2), since dropped, and the futex); the gate wakes
 // it once per job at most.
 //
 // Counts, not records, decide: a report is either gated (copy-complete, compute-release,

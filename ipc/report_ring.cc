@@ -5,6 +5,7 @@
 #include <new>
 
 #include "base/contract.h"
+#include "base/cpu_relax.h"
 #include "base/error.h"
 #include "ipc/ring_prefetch.h"
 

@@ -27,8 +27,8 @@
 //
 // Sleeping: a consumer that finds the ring empty may sleep on the ring's data doorbell (its own,
 // or one doorbell that every ring of an arena shares, so that one scheduler thread can sleep on
-// all of them); a producer wakes it with a system call only when someone sleeps there, and checks
-// for sleepers without a fence (ipc/doorbell.h: the sleeper pays with membarrier(2) instead). A
+// all of them); a producer wakes it with a system call only when someone sleeps there, which it
+// checks after a fence (ipc/doorbell.h). A
 // producer that finds the ring full may sleep on the ring's space doorbell the same way. An
 // arena's workers publish without ringing (publish_batch) and count their reports on the arena's
 // report gate instead, which wakes the scheduler only when a job could have settled

@@ -12,6 +12,7 @@
 #include <random>
 #include <vector>
 
+#include "base/cpu_relax.h"
 #include "ipc/report_ring.h"
 
 namespace hugepin {

@@ -9,14 +9,11 @@
 #include <exception>
 
 #include "ipc/ring_stress.h"
-#include "tests/support/fault_os.h"
 
 namespace hugepin {
 namespace {
 
-enum class Producers { kRegistered, kUnregistered };
-
-void run_stress_in_processes(const test::StressConfig& config, Producers producers_kind = Producers::kRegistered) {
+void run_stress_in_processes(const test::StressConfig& config) {
   const size_t bytes = test::stress_area_bytes(config);
   void* memory = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   REQUIRE(memory != MAP_FAILED);
@@ -27,9 +24,7 @@ void run_stress_in_processes(const test::StressConfig& config, Producers produce
     REQUIRE(pid >= 0);
     if (pid == 0) {
       try {
-        test::NoMembarrierOs unregistered;  // the fork forgot this process's registration: it asks again
-        Os& os = producers_kind == Producers::kUnregistered ? static_cast<Os&>(unregistered) : real_os();
-        test::run_producer(os, area, r, config);
+        test::run_producer(real_os(), area, r, config);
         _exit(0);
       } catch (const std::exception& error) {
         std::fprintf(stderr, "producer %u: %s\n", r, error.what());
@@ -46,7 +41,6 @@ void run_stress_in_processes(const test::StressConfig& config, Producers produce
     CHECK(WEXITSTATUS(status) == 0);
   }
   CHECK_MESSAGE(result.bad_records == 0, result.first_error);
-  if (producers_kind == Producers::kUnregistered) CHECK(area.doorbell->unfenced_wakers.load() != 0);
   for (uint32_t r = 0; r < config.rings; ++r) {
     CHECK(result.received[r] == config.records_per_ring);
     CHECK(area.sent[r] == config.records_per_ring);  // what the producer says it sent
@@ -78,17 +72,6 @@ TEST_CASE("rings of 2 records (the smallest): full on nearly every push") {
   config.records_per_ring = 30'000;
   config.seed = 3;
   run_stress_in_processes(config);
-}
-
-TEST_CASE("producers the kernel will not register for membarrier: the sleeping consumer still gets every record") {
-  // The consumer here is registered (where the kernel allows it) and sleeps on the doorbell; the
-  // producers publish without a fence and mark the doorbell, so it sleeps in bounded slices.
-  test::StressConfig config;
-  config.rings = 3;
-  config.capacity = 64;
-  config.records_per_ring = 200'000;
-  config.seed = 4;
-  run_stress_in_processes(config, Producers::kUnregistered);
 }
 
 }  // namespace hugepin

@@ -1,5 +1,7 @@
 #include "ipc/scheduler_counters.h"
 
+#include "base/cpu_relax.h"
+
 namespace hugepin {
 namespace {
 

@@ -2,9 +2,13 @@
 // commit 9389e86, cut to the benchmark's calls; comments on ordering as they were.
 #include "bench/baseline/report_ring_v1.h"
 
+#include <linux/membarrier.h>
+#include <pthread.h>
+
 #include <algorithm>
 #include <climits>
 #include <cstring>
+#include <mutex>
 #include <new>
 
 #include "base/contract.h"
@@ -34,7 +38,22 @@ void copy_out(const Report* slots, uint32_t capacity, uint32_t first, Report* ou
   std::memcpy(out + until_end, slots, (n - until_end) * sizeof(Report));
 }
 
+// 0: not asked yet in this process; 1: registered; -1: refused.
+std::atomic<int> membarrier_state{0};
+
 }  // namespace
+
+bool registered_for_membarrier(Os& os) {
+  int state = membarrier_state.load(std::memory_order_relaxed);
+  if (state != 0) return state > 0;
+  static std::once_flag fork_handler;
+  std::call_once(fork_handler, [] {
+    pthread_atfork(nullptr, nullptr, [] { membarrier_state.store(0, std::memory_order_relaxed); });
+  });
+  state = os.membarrier(MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED) == 0 ? 1 : -1;
+  membarrier_state.store(state, std::memory_order_relaxed);
+  return state > 0;
+}
 
 static_assert(sizeof(ReportRingV1) % kCacheLinePair == 0);
 

@@ -32,10 +32,15 @@ struct alignas(kCacheLinePair) DoorbellV1 {
   void wake(Os& os);
 };
 
+// Whether this process is registered for membarrier(2) MEMBARRIER_CMD_GLOBAL_EXPEDITED: asked
+// of the kernel once per process (again in a fork's child), as ipc/doorbell.h did then. The
+// current doorbell does without it (ipc/doorbell.h says why).
+bool registered_for_membarrier(Os& os);
+
 // The publication as it was (inline, as then): seq_cst unless this process is registered for the
 // heavy barrier.
 inline void publish_v1(Os& os, std::atomic<uint64_t>& state, uint64_t value) {
-  if (asymmetric_barrier_registered(os)) {
+  if (registered_for_membarrier(os)) {
     state.store(value, std::memory_order_release);
   } else {
     state.store(value, std::memory_order_seq_cst);

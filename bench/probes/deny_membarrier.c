@@ -1,6 +1,7 @@
 // deny_membarrier COMMAND [ARGS...]: runs COMMAND with membarrier(2) failing with ENOSYS, as a
-// sandbox's seccomp filter or an old kernel answers it, to measure what hugepin's rings do there
-// (docs/performance.md, "Development VM": the ring table's "refused" rows). Not part of hugepin.
+// sandbox's seccomp filter or an old kernel answers it, to measure what the rings do there
+// (docs/performance.md, "Development VM": the ring table's "refused" rows; since the eleventh
+// session only the baseline ring uses membarrier). Not part of hugepin.
 #include <errno.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>

@@ -1,6 +1,6 @@
 // Os wrappers for tests: ForwardingOs passes every call to another Os (override what you fake),
 // FaultInjectionOs fails a chosen call with a chosen errno (leveldb's ErrorEnv).
-// NoMembarrierOs plays a kernel that refuses membarrier(2); ManualClockOs, clocks the test moves.
+// ManualClockOs plays clocks the test moves.
 #pragma once
 
 #include <fcntl.h>
@@ -107,13 +107,6 @@ class ForwardingOs : public Os {
 
  protected:
   Os& target_;
-};
-
-// A kernel without membarrier(2), or a seccomp filter that forbids it: every call fails with ENOSYS.
-class NoMembarrierOs : public ForwardingOs {
- public:
-  NoMembarrierOs() : ForwardingOs(real_os()) {}
-  int membarrier(int) override { return -ENOSYS; }
 };
 
 // A kernel whose clocks stand still until the test moves them: timeouts, backoffs and ages
