@@ -114,7 +114,9 @@ class ReportRing {
   // Wakes a producer sleeping on the space doorbell.
   inline uint32_t pop_batch(Os& os, Report* out, uint32_t max);
   // Returns true once the ring holds a record, false when `timeout_ns` (negative: no limit) passes
-  // first. Spins `spins` polite iterations before it sleeps on the data doorbell.
+  // first. Spins `spins` polite iterations before it sleeps on the data doorbell. A batch that a
+  // producer killed before counting it left on the ring rings no doorbell: it is found at the next
+  // wake (another push, or the timeout; give one where producers may die).
   bool wait_for_data(Os& os, int64_t timeout_ns, uint32_t spins = kDefaultSpins);
   // wait_for_data, then pop_batch: 0 only when the time ran out.
   uint32_t pop_wait(Os& os, Report* out, uint32_t max, int64_t timeout_ns, uint32_t spins = kDefaultSpins);

@@ -215,7 +215,12 @@ class MembarrierCountingOs : public test::ForwardingOs {
     calls.fetch_add(1);
     return -ENOSYS;
   }
+  int futex_wait(const std::atomic<uint32_t>* word, uint32_t expected, int64_t timeout_ns) override {
+    sleeps.fetch_add(1);
+    return ForwardingOs::futex_wait(word, expected, timeout_ns);
+  }
   std::atomic<int> calls{0};
+  std::atomic<int> sleeps{0};
 };
 
 TEST_CASE("the doorbells need no membarrier(2): a producer and a consumer that both sleep get every record") {
@@ -237,6 +242,7 @@ TEST_CASE("the doorbells need no membarrier(2): a producer and a consumer that b
   producer.join();
   check_reports(received.data(), total, 1);
   CHECK(os.calls.load() == 0);
+  CHECK(os.sleeps.load() > 0);  // someone slept: the doorbells were used, not only spun past
 }
 
 TEST_CASE("attach checks the ring another process built") {
