@@ -35,7 +35,7 @@
 namespace hugepin {
 
 inline constexpr uint64_t kControlMagic = 0x4c52544350475548;  // "HUGPCTRL"
-inline constexpr uint32_t kControlLayoutVersion = 6;  // 6: doorbells fenced on both sides, no mark; 5: rings publish by stamps; 4: job tallies on the gate; 3: the report gate; 2: doorbells carry the unfenced-waker mark
+inline constexpr uint32_t kControlLayoutVersion = 7;  // 7: space doorbells rung unfenced, their producers re-check; 6: doorbells fenced on both sides, no mark; 5: rings publish by stamps; 4: job tallies on the gate; 3: the report gate; 2: doorbells carry the unfenced-waker mark
 // Readers look for the ControlBlock at every 128-byte boundary of the segment's first 64 KiB.
 inline constexpr uint64_t kControlScanBytes = 64 * 1024;
 inline constexpr size_t kArenaNameBytes = 72;     // 64 characters and a NUL, padded

@@ -31,12 +31,20 @@
 // batches of 32 on the development VM (docs/performance.md); the barrier cost each sleep 3.9 us and an interrupt to every CPU running
 // a registered process (a spinning rank's too).
 //
+// A state whose wakers are hot and whose waiters are rare may be rung without the fence
+// (ring_unfenced), its waiters then sleeping in bounded slices (wait_rechecking): a missed wake-up
+// costs a waiter at most its current slice. A ring's space is such a state (ipc/report_ring.h):
+// its consumer frees space on every pop, and the GPU host paid for that pop's fence (twelfth session:
+// docs/performance.md).
+//
 // Thread-safety: any number of wakers and waiters, in any processes that map the doorbell.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 
+#include "base/cpu_relax.h"
 #include "base/os.h"
 
 namespace hugepin {
@@ -67,20 +75,63 @@ struct alignas(kCacheLinePair) Doorbell {
     if (sleepers.load(std::memory_order_relaxed) != 0) wake(os);
   }
 
+  // ring() without the fence, for a state whose waiters use wait_rechecking: the caller's
+  // publication may still sit in its store buffer when it reads `sleepers`, so a waiter that counts
+  // itself just then can be missed and wakes at its next re-check instead. Worth it where the
+  // waker is hot and the waiter rare: a ring's consumer frees space on every pop, its producer
+  // waits for space only when the consumer fell a whole ring behind.
+  void ring_unfenced(Os& os) {
+    std::atomic_signal_fence(std::memory_order_seq_cst);  // the compiler keeps the read after the publication
+    if (sleepers.load(std::memory_order_relaxed) != 0) wake(os);
+  }
+
   // Returns true as soon as `ready()` does, false when `timeout_ns` (negative: no limit) passes
-  // first. `ready` must read the state with seq_cst loads; it may be called many times.
+  // first. `ready` must read the state with seq_cst loads; it may be called many times. Every
+  // waker of the state must use ring().
   template <typename Ready>
-  bool wait(Os& os, Ready&& ready, int64_t timeout_ns);
+  bool wait(Os& os, Ready&& ready, int64_t timeout_ns) {
+    return sleep_until(os, ready, timeout_ns, /*first_recheck_ns=*/-1);
+  }
+
+  // wait() for a state whose wakers may use ring_unfenced(): each sleep is bounded, kFirstRecheckNs
+  // at first and twice as long each time after, up to kLastRecheckNs, and the state re-checked
+  // after it. A wake-up the waker missed costs at most the sleep it fell into, never a hang.
+  template <typename Ready>
+  bool wait_rechecking(Os& os, Ready&& ready, int64_t timeout_ns) {
+    return sleep_until(os, ready, timeout_ns, kFirstRecheckNs);
+  }
+  static constexpr int64_t kFirstRecheckNs = 50'000;
+  static constexpr int64_t kLastRecheckNs = 5'000'000;
 
  private:
   // Bumps `word` and wakes every waiter.
   void wake(Os& os);
+  // wait() when `first_recheck_ns` is negative, wait_rechecking() otherwise.
+  template <typename Ready>
+  bool sleep_until(Os& os, Ready& ready, int64_t timeout_ns, int64_t first_recheck_ns);
+  // For a waiter of unfenced wakers, counted in `sleepers`, its state not ready: spins up to
+  // kLandingSpinNs re-checking it, and returns whether it became ready. An unfenced waker misses
+  // this waiter only while its publication sits in its store buffer, which drains in well under a
+  // microsecond: the spin finds it there, where a sleep would cost the first re-check (50 us and
+  // the timer's slack). Measured need: a producer kept at a full ring by a consumer that sleeps
+  // fell from 8-14 M records/s to 3-6 without it on the GPU host (docs/performance.md).
+  template <typename Ready>
+  static bool landed_while_counted(Os& os, Ready& ready) {
+    const int64_t until = os.monotonic_ns() + kLandingSpinNs;
+    do {
+      cpu_relax();
+      if (ready()) return true;
+    } while (os.monotonic_ns() < until);
+    return false;
+  }
+  static constexpr int64_t kLandingSpinNs = 2'000;
 };
 
 template <typename Ready>
-bool Doorbell::wait(Os& os, Ready&& ready, int64_t timeout_ns) {
+bool Doorbell::sleep_until(Os& os, Ready& ready, int64_t timeout_ns, int64_t first_recheck_ns) {
   if (ready()) return true;
   const int64_t deadline = deadline_after(os, timeout_ns);
+  int64_t recheck_ns = first_recheck_ns;
   for (;;) {
     // Acquire pairs with the release bump of `word` in wake().
     const uint32_t seen = word.load(std::memory_order_acquire);
@@ -91,12 +142,21 @@ bool Doorbell::wait(Os& os, Ready&& ready, int64_t timeout_ns) {
       sleepers.fetch_sub(1, std::memory_order_relaxed);
       return true;
     }
+    if (recheck_ns >= 0 && landed_while_counted(os, ready)) {
+      sleepers.fetch_sub(1, std::memory_order_relaxed);
+      return true;
+    }
     const int64_t remaining = time_left(os, deadline);
     if (remaining == 0) {
       sleepers.fetch_sub(1, std::memory_order_relaxed);
       return false;
     }
-    os.futex_wait(&word, seen, remaining);  // woken, spurious, EAGAIN, EINTR, timed out: re-check
+    int64_t sleep_ns = remaining;
+    if (recheck_ns >= 0) {
+      sleep_ns = remaining < 0 ? recheck_ns : std::min(remaining, recheck_ns);
+      recheck_ns = std::min(2 * recheck_ns, kLastRecheckNs);
+    }
+    os.futex_wait(&word, seen, sleep_ns);  // woken, spurious, EAGAIN, EINTR, timed out: re-check
     sleepers.fetch_sub(1, std::memory_order_relaxed);
     if (ready()) return true;
   }

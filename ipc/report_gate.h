@@ -36,8 +36,8 @@
 // after the sleeper's count, and then it reads the new `wake_at` too, or the sleeper's read of
 // the counts comes after the producer's count. The producer's counting is its fence; it happens
 // a few thousand times a second per rank, where a fence costs nothing that shows (a worker's
-// publish_batch has none of its own; a ring's push_batch and pop_batch fence once a batch, for
-// their doorbells: ipc/doorbell.h).
+// publish_batch has none of its own; a ring's push_batch fences once a batch, for its data
+// doorbell: ipc/doorbell.h).
 //
 // A producer that dies between publishing a record and counting it leaves that record uncounted:
 // it is applied at the scheduler's next wake (a later report, or its wait's timeout, which also

@@ -196,7 +196,8 @@ uint32_t ReportRing::push_wait(Os& os, const Report* records, uint32_t count, in
 }
 
 bool ReportRing::wait_for_space(Os& os, int64_t timeout_ns) {
-  return space_doorbell_.wait(os, [this] { return has_space(); }, timeout_ns);
+  // Rechecking: pop_batch rings the space doorbell without a fence.
+  return space_doorbell_.wait_rechecking(os, [this] { return has_space(); }, timeout_ns);
 }
 
 void ReportRing::take_over_producer() {

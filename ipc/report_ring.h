@@ -28,8 +28,11 @@
 // Sleeping: a consumer that finds the ring empty may sleep on the ring's data doorbell (its own,
 // or one doorbell that every ring of an arena shares, so that one scheduler thread can sleep on
 // all of them); a producer wakes it with a system call only when someone sleeps there, which it
-// checks after a fence (ipc/doorbell.h). A
-// producer that finds the ring full may sleep on the ring's space doorbell the same way. An
+// checks after a fence (ipc/doorbell.h). A producer that finds the ring full sleeps on the ring's
+// space doorbell, which the consumer checks after every pop without a fence (a fence on every pop
+// for a wait that happens only when the consumer fell a whole ring behind): a wake-up it misses
+// that way finds the producer at its next re-check, 50 us after it fell asleep at first, at most
+// 5 ms later on (Doorbell::wait_rechecking). An
 // arena's workers publish without ringing (publish_batch) and count their reports on the arena's
 // report gate instead, which wakes the scheduler only when a job could have settled
 // (ipc/report_gate.h).
@@ -93,7 +96,7 @@ class ReportRing {
   // arena's workers count their reports on the report gate, ipc/report_gate.h).
   inline uint32_t publish_batch(const Report* records, uint32_t count);
   // Returns true once the ring has room, false when `timeout_ns` (negative: no limit) passes
-  // first; sleeps on the space doorbell.
+  // first; sleeps on the space doorbell, re-checking now and then (see Sleeping above).
   bool wait_for_space(Os& os, int64_t timeout_ns);
   // Copies all `count` records, sleeping on the space doorbell while the ring is full, for at most
   // `timeout_ns` in all (negative: no limit). Returns how many it copied: `count`, or fewer when
@@ -111,7 +114,8 @@ class ReportRing {
   // --- consumer (one at a time) ---
 
   // Moves up to `max` records, oldest first, into `out` and returns how many (0 when empty).
-  // Wakes a producer sleeping on the space doorbell.
+  // Wakes a producer sleeping on the space doorbell (no fence: it may miss one that just fell
+  // asleep, which finds the room at its next re-check).
   inline uint32_t pop_batch(Os& os, Report* out, uint32_t max);
   // Returns true once the ring holds a record, false when `timeout_ns` (negative: no limit) passes
   // first. Spins `spins` polite iterations before it sleeps on the data doorbell. A batch that a
@@ -139,6 +143,8 @@ class ReportRing {
   const Doorbell& data_doorbell() const {
     return *reinterpret_cast<const Doorbell*>(reinterpret_cast<const std::byte*>(this) + data_doorbell_offset_);
   }
+  // The doorbell a producer sleeps on while the ring is full (its `sleepers`: whether one does).
+  const Doorbell& space_doorbell() const { return space_doorbell_; }
   // Whether the ring holds a record now: the next record is stamped, or the producer's index is
   // past the consumer's. Reads the producer's index with seq_cst, so it may serve as a
   // Doorbell::wait condition. The consumer's (it reads the slot at the consumer's index).
@@ -278,7 +284,7 @@ inline uint32_t ReportRing::pop_batch(Os& os, Report* out, uint32_t max) {
   // Release pairs with the acquire load of head_ in push_batch (and the seq_cst one in has_space):
   // these slots are read and may be reused.
   head_.store(head + n, std::memory_order_release);
-  space_doorbell_.ring(os);
+  space_doorbell_.ring_unfenced(os);  // its producer re-checks on its own (wait_for_space)
   return n;
 }
 
