@@ -80,8 +80,10 @@ class SharedArea {
   // written by this process, the consumer), whatever ran there before.
   std::byte* fresh_queue_memory() {
     std::memset(memory_ + sizeof(StartLine), 0, bytes_ - sizeof(StartLine));
-    return memory_ + sizeof(StartLine);
+    return queue_memory();
   }
+  // The queue's memory as the last run left it.
+  std::byte* queue_memory() { return memory_ + sizeof(StartLine); }
 
  private:
   size_t bytes_;
@@ -334,11 +336,15 @@ RingBenchRow measure_sleeping(Run& run, const RingBenchOptions& options,
   RingBenchRow row{"hugepin ReportRing, consumer sleeps", RingMethod::kOurs, true, 1};
   const uint64_t count = std::max<uint64_t>(1, options.count / 4);  // a system call per wake: slower
   std::vector<double> rates;
+  uint64_t wakes = 0;
   for (unsigned repeat = 0; repeat < options.repeat; ++repeat) {
     progress(cat("sleeping consumer, run ", repeat + 1, " of ", options.repeat));
     rates.push_back(run.throughput(RingMethod::kOurs, true, count, 1));
+    // The ring is built at the start of the queue's memory; its doorbell's word counts the wakes.
+    wakes += reinterpret_cast<ReportRing*>(run.area.queue_memory())->data_doorbell().word.load();
   }
   row.reports_per_second = summarize(rates);
+  row.wakes_per_report = static_cast<double>(wakes) / static_cast<double>(count * options.repeat);
   progress("latency: sleeping consumer");
   set_latency(row, run.latency(RingMethod::kOurs, true, std::max<uint64_t>(1, options.latency_samples / 4),
                                options.latency_interval_ns * 4));

@@ -212,6 +212,7 @@ Json ring_row_json(const std::vector<bench::RingBenchRow>& rows, const bench::Ri
                {"reports_per_second", summary(row.reports_per_second)},
                {"vs_boost", ratio_json(rate, rate_of(rows, bench::RingMethod::kBoost, row))},
                {"vs_baseline", ratio_json(rate, rate_of(rows, bench::RingMethod::kBaseline, row))}};
+  json["wakes_per_report"] = row.wakes_per_report >= 0 ? Json(row.wakes_per_report) : Json(nullptr);
   if (row.latency_p50_ns > 0) {
     json["latency_ns"] = {{"p50", row.latency_p50_ns}, {"p99", row.latency_p99_ns}, {"max", row.latency_max_ns}};
   } else {
@@ -261,6 +262,12 @@ int run_ring(Context& context, const RingArgs& args) {
                    ns_cell(row.latency_p99_ns)});
   }
   std::cout << table.render();
+  for (const bench::RingBenchRow& row : result.rows) {
+    if (row.wakes_per_report >= 0) {
+      std::cout << row.method << ": " << fixed(1000 * row.wakes_per_report, 1)
+                << " wake-ups per 1000 reports (its rate falls as they rise)\n";
+    }
+  }
   return 0;
 }
 

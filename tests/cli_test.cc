@@ -254,6 +254,10 @@ TEST_CASE("bench ring runs the three queues and prints JSON") {
   CHECK(json["rows"][3]["latency_ns"].is_null());
   CHECK(json["rows"][6]["method"] == "hugepin ReportRing, consumer sleeps");
   CHECK(json["rows"][6]["vs_boost"].get<double>() > 0);  // against the spinning Boost row of batch 1
+  CHECK(json["rows"][0]["wakes_per_report"].is_null());
+  // One push rings at most once: between no wake-up (the consumer never slept) and one a report.
+  CHECK(json["rows"][6]["wakes_per_report"].get<double>() >= 0);
+  CHECK(json["rows"][6]["wakes_per_report"].get<double>() <= 1);
 }
 
 TEST_CASE("bench ring refuses --cpus it cannot use") {
