@@ -34,8 +34,10 @@
 // A state whose wakers are hot and whose waiters are rare may be rung without the fence
 // (ring_unfenced), its waiters then sleeping in bounded slices (wait_rechecking): a missed wake-up
 // costs a waiter at most its current slice. A ring's space is such a state (ipc/report_ring.h):
-// its consumer frees space on every pop, and the GPU host paid for that pop's fence (twelfth session:
-// docs/performance.md).
+// its consumer frees space on every pop; without that pop's fence the ring's median against
+// Boost's queue in batches of 32 on the GPU host rose from 1.05x to 1.41x (twelfth session, 21
+// runs alternating: docs/performance.md). The producer's fence, which stays, costs the ring about
+// 40% of its rate one record at a time there.
 //
 // Thread-safety: any number of wakers and waiters, in any processes that map the doorbell.
 #pragma once
@@ -113,8 +115,8 @@ struct alignas(kCacheLinePair) Doorbell {
   // kLandingSpinNs re-checking it, and returns whether it became ready. An unfenced waker misses
   // this waiter only while its publication sits in its store buffer, which drains in well under a
   // microsecond: the spin finds it there, where a sleep would cost the first re-check (50 us and
-  // the timer's slack). Measured need: a producer kept at a full ring by a consumer that sleeps
-  // fell from 8-14 M records/s to 3-6 without it on the GPU host (docs/performance.md).
+  // the timer's slack). Not measured: the window is too narrow to show in a benchmark (and
+  // `hugepin bench ring`'s producer spins at a full ring, it never waits for room).
   template <typename Ready>
   static bool landed_while_counted(Os& os, Ready& ready) {
     const int64_t until = os.monotonic_ns() + kLandingSpinNs;
