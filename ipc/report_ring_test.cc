@@ -207,20 +207,25 @@ TEST_CASE("one doorbell wakes a consumer of several rings") {
   CHECK(rings[0]->depth() == 0);
 }
 
-// Counts membarrier(2) calls and refuses them, as a seccomp filter would; forwards the rest.
-class MembarrierCountingOs : public test::ForwardingOs {
+// Counts futex sleeps; forwards everything to the real system.
+class SleepCountingOs : public test::ForwardingOs {
  public:
-  MembarrierCountingOs() : ForwardingOs(real_os()) {}
-  int membarrier(int) override {
-    calls.fetch_add(1);
-    return -ENOSYS;
-  }
+  SleepCountingOs() : ForwardingOs(real_os()) {}
   int futex_wait(const std::atomic<uint32_t>* word, uint32_t expected, int64_t timeout_ns) override {
     sleeps.fetch_add(1);
     return ForwardingOs::futex_wait(word, expected, timeout_ns);
   }
-  std::atomic<int> calls{0};
   std::atomic<int> sleeps{0};
+};
+
+// Counts membarrier(2) calls and refuses them, as a seccomp filter would; counts sleeps.
+class MembarrierCountingOs : public SleepCountingOs {
+ public:
+  int membarrier(int) override {
+    calls.fetch_add(1);
+    return -ENOSYS;
+  }
+  std::atomic<int> calls{0};
 };
 
 TEST_CASE("the doorbells need no membarrier(2): a producer and a consumer that both sleep get every record") {
@@ -245,19 +250,13 @@ TEST_CASE("the doorbells need no membarrier(2): a producer and a consumer that b
   CHECK(os.sleeps.load() > 0);  // someone slept: the doorbells were used, not only spun past
 }
 
-// Drops every futex wake-up (as a waker that read `sleepers` too early would) and counts sleeps.
-class DroppedWakeOs : public test::ForwardingOs {
+// Drops every futex wake-up (as a waker that read `sleepers` too early would); counts sleeps.
+class DroppedWakeOs : public SleepCountingOs {
  public:
-  DroppedWakeOs() : ForwardingOs(real_os()) {}
-  int futex_wait(const std::atomic<uint32_t>* word, uint32_t expected, int64_t timeout_ns) override {
-    sleeps.fetch_add(1);
-    return ForwardingOs::futex_wait(word, expected, timeout_ns);
-  }
   int futex_wake(const std::atomic<uint32_t>*, int) override {
     dropped.fetch_add(1);
     return 0;
   }
-  std::atomic<int> sleeps{0};
   std::atomic<int> dropped{0};
 };
 
