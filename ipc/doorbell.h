@@ -35,7 +35,7 @@
 // (ring_unfenced), its waiters then sleeping in bounded slices (wait_rechecking): a missed wake-up
 // costs a waiter at most its current slice. A ring's space is such a state (ipc/report_ring.h):
 // its consumer frees space on every pop; without that pop's fence the ring's median against
-// Boost's queue in batches of 32 on the GPU host rose from 1.05x to 1.41x (twelfth session, 21
+// Boost's queue in batches of 32 on the GPU host rose from 0.96x to 1.40x (twelfth session, 27
 // runs alternating: docs/performance.md). The producer's fence, which stays, costs the ring about
 // 40% of its rate one record at a time there.
 //
