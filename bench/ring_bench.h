@@ -51,7 +51,8 @@ struct RingBenchRow {
   double latency_p99_ns = 0;
   double latency_max_ns = 0;
   // The sleeping-consumer row: the producer's wake-up system calls per report over its throughput
-  // runs (each found the consumer asleep); -1 in the other rows. Its rate falls as this rises: a
+  // runs (each found the consumer counted as a sleeper: asleep, or about to sleep); -1 in the
+  // other rows. Its rate falls as this rises: a
   // consumer that empties the ring sooner sleeps more often, and each sleep costs the producer a
   // wake-up.
   double wakes_per_report = -1;

@@ -8,7 +8,8 @@
 // fence comes first in the single order of seq_cst operations, and the waiter's check sees the state, or the
 // waiter's count comes first, and the waker's read sees the sleeper; a bump between the waiter's
 // read of `word` and its sleep makes FUTEX_WAIT return at once. No wake-up is lost, on any kernel,
-// and a waiter needs nothing of the kernel but the futex.
+// and a waiter needs nothing of the kernel but the futex. (That is ring() and wait(); the unfenced
+// pair below trades it for bounded re-checks.)
 //
 // It was asymmetric until the eleventh session: the waker read `sleepers` with no fence and the
 // waiter paid with membarrier(2) MEMBARRIER_CMD_GLOBAL_EXPEDITED, which promises a full barrier on
@@ -112,21 +113,24 @@ struct alignas(kCacheLinePair) Doorbell {
   template <typename Ready>
   bool sleep_until(Os& os, Ready& ready, int64_t timeout_ns, int64_t first_recheck_ns);
   // For a waiter of unfenced wakers, counted in `sleepers`, its state not ready: spins up to
-  // kLandingSpinNs re-checking it, and returns whether it became ready. An unfenced waker misses
+  // kLandingSpinNs (not past `deadline`, -1: none; at most kLandingSpinMax polls, should the clock
+  // stand still) re-checking it, and returns whether it became ready. An unfenced waker misses
   // this waiter only while its publication sits in its store buffer, which drains in well under a
   // microsecond: the spin finds it there, where a sleep would cost the first re-check (50 us and
   // the timer's slack). Not measured: the window is too narrow to show in a benchmark (and
   // `hugepin bench ring`'s producer spins at a full ring, it never waits for room).
   template <typename Ready>
-  static bool landed_while_counted(Os& os, Ready& ready) {
-    const int64_t until = os.monotonic_ns() + kLandingSpinNs;
-    do {
+  static bool landed_while_counted(Os& os, Ready& ready, int64_t deadline) {
+    int64_t until = os.monotonic_ns() + kLandingSpinNs;
+    if (deadline >= 0) until = std::min(until, deadline);
+    for (int polls = 0; polls < kLandingSpinMax && os.monotonic_ns() < until; ++polls) {
       cpu_relax();
       if (ready()) return true;
-    } while (os.monotonic_ns() < until);
+    }
     return false;
   }
   static constexpr int64_t kLandingSpinNs = 2'000;
+  static constexpr int kLandingSpinMax = 4096;
 };
 
 template <typename Ready>
@@ -144,7 +148,7 @@ bool Doorbell::sleep_until(Os& os, Ready& ready, int64_t timeout_ns, int64_t fir
       sleepers.fetch_sub(1, std::memory_order_relaxed);
       return true;
     }
-    if (recheck_ns >= 0 && landed_while_counted(os, ready)) {
+    if (recheck_ns >= 0 && landed_while_counted(os, ready, deadline)) {
       sleepers.fetch_sub(1, std::memory_order_relaxed);
       return true;
     }

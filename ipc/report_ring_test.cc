@@ -264,7 +264,7 @@ TEST_CASE("a producer waiting for space finds it at its next re-check when the c
   // pop_batch rings the space doorbell without a fence, so it may miss a producer that just fell
   // asleep (ipc/doorbell.h: ring_unfenced); here every wake-up is lost, and the producer still
   // gets all its records in, long before its 20 s run out (a producer that slept until woken
-  // would stop after the first ring's worth).
+  // would stop short, after a ring's worth or two).
   DroppedWakeOs os;
   const uint32_t capacity = 4;
   Buffer buffer(ReportRing::memsize(capacity));
