@@ -1,6 +1,7 @@
 #include "ipc/report_ring.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <new>
 
@@ -8,6 +9,10 @@
 #include "base/cpu_relax.h"
 #include "base/error.h"
 #include "ipc/ring_prefetch.h"
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 namespace hugepin {
 namespace {
@@ -134,6 +139,27 @@ ReportRing* ReportRing::attach(std::byte* mapping, size_t mapping_bytes, uint64_
   return const_cast<ReportRing*>(attach_read_only(mapping, mapping_bytes, offset));
 }
 
+
+void ReportRing::write_stamped(uint64_t index, const Report& record) {
+#if defined(__SSE2__)
+  // Two 16-byte stores: the record's first 8 bytes with the stamp, then its last 16. The copy
+  // field by field it replaces made four, and a batch's stores queue in the store buffer while they
+  // wait for lines the consumer last read. `hugepin bench ring` in batches of 32 (thirteenth
+  // session, docs/performance.md): development VM (AMD EPYC, KVM) 72-78 M/s against 62-66 where its
+  // vCPUs sit far apart, 134-148 against 133-138 where they sit close; GPU host (Sapphire Rapids)
+  // 170-185 against 142-185.
+  static_assert(offsetof(Report, sequence) == 8 && sizeof(Report) == 32);
+  auto* to = reinterpret_cast<__m128i*>(&slot(index));
+  const auto* from = reinterpret_cast<const __m128i*>(&record);
+  const __m128i stamp = _mm_cvtsi64_si128(static_cast<long long>(stamp_for(index)));
+  _mm_storeu_si128(to, _mm_unpacklo_epi64(_mm_loadl_epi64(from), stamp));
+  _mm_storeu_si128(to + 1, _mm_loadu_si128(from + 1));
+#else
+  Report stamped = record;
+  stamped.sequence = stamp_for(index);
+  slot(index) = stamped;
+#endif
+}
 
 void ReportRing::write_rest(uint64_t first, const Report* records, uint32_t n) {
   static_assert(kLineBytes % sizeof(Report) == 0);

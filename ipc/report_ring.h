@@ -158,7 +158,9 @@ class ReportRing {
   // Rapids, KVM) PREFETCHW 235 and 223 (1.92x, 1.36x), none 127 and 152 (1.12x, 1.15x), a read
   // prefetch 78 and 82 (0.82x, 0.71x); on the development VM's two far-apart vCPUs none 83-91, a
   // read prefetch mostly 112-126 (1.45x Boost in the table's run), PREFETCHW 92-96
-  // (docs/performance.md). Hence PREFETCHW by default, for the GPU hosts. Likely why it helps:
+  // (docs/performance.md). Hence PREFETCHW by default, for the GPU hosts; measured again with
+  // the wider stores of the thirteenth session, four runs each alternating on the H200 host:
+  // PREFETCHW 170-185 (1.19-1.61x Boost), none 86-106 (0.67-0.89x). Likely why it helps:
   // the ring (128 KiB at 4096 records) outgrows the first-level cache, and a batch's stores wait
   // for their lines, which a write prefetch fetches owned. Not for single records: there it cost
   // more instructions than it saved.
@@ -191,11 +193,7 @@ class ReportRing {
   void write_published(uint64_t index, const Report& record);
   // Copies `record` into the slot of `index` with its stamp, plain stores: for the records of a
   // batch after its first, whose stamps the consumer reads only after the first one's.
-  void write_stamped(uint64_t index, const Report& record) {
-    Report stamped = record;
-    stamped.sequence = stamp_for(index);
-    slot(index) = stamped;
-  }
+  void write_stamped(uint64_t index, const Report& record);
   // Writes records 1..n-1 (n > 1) of the batch whose first record goes to index `first` (not
   // written here: write_published, after), and prefetches the lines of the `n` slots from
   // kPrefetchAhead past the batch on, those known to be free (below cached_head_ + capacity: the
