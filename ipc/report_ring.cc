@@ -147,7 +147,7 @@ void ReportRing::write_stamped(uint64_t index, const Report& record) {
   // wait for lines the consumer last read. `hugepin bench ring` in batches of 32 (thirteenth
   // session, docs/performance.md): development VM (AMD EPYC, KVM) 72-78 M/s against 62-66 where its
   // vCPUs sit far apart, 134-148 against 133-138 where they sit close; GPU host (Sapphire Rapids)
-  // 170-185 against 142-185.
+  // 140-186 against 123-185, eight runs each: no slower.
   static_assert(offsetof(Report, sequence) == 8 && sizeof(Report) == 32);
   auto* to = reinterpret_cast<__m128i*>(&slot(index));
   const auto* from = reinterpret_cast<const __m128i*>(&record);
