@@ -139,7 +139,6 @@ ReportRing* ReportRing::attach(std::byte* mapping, size_t mapping_bytes, uint64_
   return const_cast<ReportRing*>(attach_read_only(mapping, mapping_bytes, offset));
 }
 
-
 void ReportRing::write_stamped(uint64_t index, const Report& record) {
 #if defined(__SSE2__)
   // Two 16-byte stores: the record's first 8 bytes with the stamp, then its last 16. The copy
