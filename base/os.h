@@ -127,10 +127,12 @@ class Os {
   virtual int64_t realtime_ns() = 0;
 
   // Futexes on 32-bit words in memory that several processes share (no FUTEX_PRIVATE_FLAG).
-  // futex_wait sleeps while *word == expected, at most timeout_ns (negative: no limit). Returns 0
-  // when woken (possibly spuriously: callers re-check their condition), -EAGAIN when *word was
-  // not `expected`, -ETIMEDOUT, or -EINTR.
-  virtual int futex_wait(const std::atomic<uint32_t>* word, uint32_t expected, int64_t timeout_ns) = 0;
+  // futex_wait sleeps while *word == expected, at most timeout_ns (negative: no limit), its timer
+  // allowed to fire up to slack_ns after that (0: the thread's own timer slack; base/timer_slack.h
+  // says what a wider one saves). Returns 0 when woken (possibly spuriously: callers re-check their
+  // condition), -EAGAIN when *word was not `expected`, -ETIMEDOUT, or -EINTR.
+  virtual int futex_wait(const std::atomic<uint32_t>* word, uint32_t expected, int64_t timeout_ns,
+                         int64_t slack_ns) = 0;
   // Wakes up to `count` waiters on `word`; returns how many it woke.
   virtual int futex_wake(const std::atomic<uint32_t>* word, int count) = 0;
   // membarrier(2) with `command` (MEMBARRIER_CMD_*), flags 0. Returns 0 or -errno (-ENOSYS,

@@ -24,6 +24,7 @@
 
 #include "base/error.h"
 #include "base/os.h"
+#include "base/timer_slack.h"
 
 namespace hugepin {
 namespace {
@@ -267,7 +268,7 @@ class PosixOs final : public Os {
   int64_t monotonic_ns() override { return clock_ns(CLOCK_MONOTONIC); }
   int64_t realtime_ns() override { return clock_ns(CLOCK_REALTIME); }
 
-  int futex_wait(const std::atomic<uint32_t>* word, uint32_t expected, int64_t timeout_ns) override {
+  int futex_wait(const std::atomic<uint32_t>* word, uint32_t expected, int64_t timeout_ns, int64_t slack_ns) override {
     timespec timeout{};
     timespec* limit = nullptr;
     if (timeout_ns >= 0) {
@@ -275,6 +276,7 @@ class PosixOs final : public Os {
       timeout.tv_nsec = static_cast<long>(timeout_ns % 1'000'000'000);
       limit = &timeout;
     }
+    const TimerSlackScope slack(limit != nullptr ? slack_ns : 0);
     // Shared (no FUTEX_PRIVATE_FLAG): the waker may be another process mapping the same file.
     return result_or_errno(::syscall(SYS_futex, word, FUTEX_WAIT, expected, limit, nullptr, 0));
   }

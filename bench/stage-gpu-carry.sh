@@ -11,12 +11,13 @@ build=${1:-$root/build-rel}
 stage=$root/.devbin
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$build" --target hugepin hugepind libhugepin hugepin_preload hugepin_man_pages hugepin_python \
-  hugepin_option_man_pages dma_cuda_test deny_membarrier wake_latency_probe membarrier_reach
+  hugepin_option_man_pages dma_cuda_test deny_membarrier wake_latency_probe sleep_cpu_probe membarrier_reach
 rm -rf "$stage"
 mkdir -p "$stage/deps" "$stage/examples"
 cmake --install "$build" --prefix "$stage/prefix" >/dev/null
 strip "$stage"/prefix/bin/* "$stage"/prefix/sbin/* "$stage"/prefix/lib/libhugepin.so.*.*.*
-cp "$build/dma/dma_cuda_test" "$build/bench/deny_membarrier" "$build/bench/wake_latency_probe" "$build/bench/membarrier_reach" \
+cp "$build/dma/dma_cuda_test" "$build/bench/deny_membarrier" "$build/bench/wake_latency_probe" "$build/bench/sleep_cpu_probe" \
+  "$build/bench/membarrier_reach" \
   "$stage/"
 strip "$stage/dma_cuda_test"
 cmake -S "$root/examples" -B "$build/examples" -G Ninja -DCMAKE_PREFIX_PATH="$stage/prefix" \

@@ -23,6 +23,7 @@ struct OffloadArgs {
   double poll_us = 50;
   double completion_poll_us = -1;  // not given: --poll-us, so that both rows poll alike
   double collect_every_us = 0;
+  double wait_slack_us = 0;
   bool rank_threads = false;
   bool json = false;
 };
@@ -144,6 +145,7 @@ int run(OffloadArgs& args) {
   const double completion_poll_us = args.completion_poll_us < 0 ? args.poll_us : args.completion_poll_us;
   options.completion_poll_ns = static_cast<int64_t>(completion_poll_us * 1000);
   options.collect_every_ns = static_cast<int64_t>(args.collect_every_us * 1000);
+  options.wait_slack_ns = static_cast<int64_t>(args.wait_slack_us * 1000);
   try {
     for (const std::string& text : args.mixes) options.mixes.push_back(bench::parse_mix(text));
     bench::check_offload_bench_options(options);
@@ -172,6 +174,7 @@ int run(OffloadArgs& args) {
                 {"completion_poll_us", completion_poll_us},
                 {"spin", options.spin},
                 {"collect_every_us", args.collect_every_us},
+                {"wait_slack_us", args.wait_slack_us},
                 {"keep_free", options.keep_free_share},
                 {"time_every", options.time_every},
                 {"chunk_counts", result.chunk_counts},
@@ -196,7 +199,10 @@ int run(OffloadArgs& args) {
             << (args.collect_every_us > 0
                     ? cat("looks once every ", args.collect_every_us, " us without waiting (an engine's step), "
                           "sleeping between looks (counted in SLEEPS/job)")
-                    : std::string("sleeps until a job can settle"))
+                    : args.wait_slack_us > 0
+                        ? cat("sleeps until a job can settle (its 1 ms timeout may end up to ", args.wait_slack_us,
+                              " us late: --wait-slack-us)")
+                        : std::string("sleeps until a job can settle"))
             << "; the chunk cache keeps " << 100 * options.keep_free_share
             << "% of the chunks free or coming back through the fence (--keep-free)\n";
   std::cout << "COPY and OVERHEAD: the jobs whose copies were timed, "
@@ -276,6 +282,12 @@ void add_offload_bench_command(CLI::App& bench, Context& context) {
   offload->add_option("--collect-every-us", args->collect_every_us,
                       "The scheduler looks for settled jobs once every this many microseconds without waiting, "
                       "as an engine does once per step (0, the default: it sleeps until a job can settle)")
+      ->check(CLI::Range(0.0, 1000000.0));
+  offload->add_option("--wait-slack-us", args->wait_slack_us,
+                      "When the scheduler sleeps until a job can settle: how many microseconds late its 1 ms "
+                      "timeout may end a sleep in which nothing happened, in both protocol rows (timer slack; at "
+                      "a scheduler tick or more the kernel need not reprogram the CPU's timer for each sleep, "
+                      "which a virtual machine charges to the sleeper; 0, the default: the thread's own slack)")
       ->check(CLI::Range(0.0, 1000000.0));
   offload->add_flag("--rank-threads", args->rank_threads,
                     "After the table, each protocol row's rank threads by name: CPU and run-queue wait per job "

@@ -239,8 +239,8 @@ bool ArenaControl::wait_for_reports(int64_t timeout_ns) {
 GateMark ArenaControl::report_mark() const { return segment_.view().gate->mark(); }
 
 bool ArenaControl::wait_for_reports(const GateMark& since, uint64_t reports, int64_t timeout_ns, uint64_t releases,
-                                    GateWaitEnd* end) {
-  const bool met = segment_.gate().wait(*os_, since, reports, timeout_ns, releases, end);
+                                    GateWaitEnd* end, int64_t slack_ns) {
+  const bool met = segment_.gate().wait(*os_, since, reports, timeout_ns, releases, end, slack_ns);
   segment_.check_intact();
   return met;
 }

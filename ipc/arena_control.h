@@ -127,9 +127,10 @@ class ArenaControl {
   // when the target is met while the scheduler sleeps.
   // Also true once a job's tally ended (open_job_tally), and, with `releases` > 0, once that many
   // compute-releases were counted past `since`.
-  // `end`, when given, says how the wait ended (ipc/report_gate.h: GateWaitEnd).
+  // `end`, when given, says how the wait ended (ipc/report_gate.h: GateWaitEnd). The timeout may
+  // end the wait up to `slack_ns` late (ReportGate::wait).
   bool wait_for_reports(const GateMark& since, uint64_t reports, int64_t timeout_ns, uint64_t releases = 0,
-                        GateWaitEnd* end = nullptr);
+                        GateWaitEnd* end = nullptr, int64_t slack_ns = 0);
   // Opens job `job`'s tally on the gate: the worker whose copy report is the last of `ranks`
   // wakes a sleeping scheduler (ipc/report_gate.h). REQUIRES: ReportGate::open_tally's.
   void open_job_tally(uint64_t job, uint32_t ranks);

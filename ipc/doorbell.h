@@ -162,7 +162,7 @@ bool Doorbell::sleep_until(Os& os, Ready& ready, int64_t timeout_ns, int64_t fir
       sleep_ns = remaining < 0 ? recheck_ns : std::min(remaining, recheck_ns);
       recheck_ns = std::min(2 * recheck_ns, kLastRecheckNs);
     }
-    os.futex_wait(&word, seen, sleep_ns);  // woken, spurious, EAGAIN, EINTR, timed out: re-check
+    os.futex_wait(&word, seen, sleep_ns, /*slack_ns=*/0);  // woken, spurious, EAGAIN, EINTR, timed out: re-check
     sleepers.fetch_sub(1, std::memory_order_relaxed);
     if (ready()) return true;
   }

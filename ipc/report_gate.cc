@@ -70,7 +70,7 @@ GateMark ReportGate::mark() const {
 }
 
 bool ReportGate::wait(Os& os, const GateMark& since, uint64_t gated, int64_t timeout_ns, uint64_t releases_wanted,
-                      GateWaitEnd* end) {
+                      GateWaitEnd* end, int64_t slack_ns) {
   HUGEPIN_REQUIRE(gated >= 1, "a wait for ", gated, " reports");
   GateWaitEnd ignored;
   GateWaitEnd& how = end != nullptr ? *end : ignored;
@@ -101,7 +101,7 @@ bool ReportGate::wait(Os& os, const GateMark& since, uint64_t gated, int64_t tim
       return false;
     }
     // Woken, spurious, EAGAIN, EINTR, timed out: re-check.
-    const int result = os.futex_wait(&word, seen, remaining);
+    const int result = os.futex_wait(&word, seen, remaining, slack_ns);
     if (result == -ETIMEDOUT && met()) {
       // Still counted in `sleepers`: whatever met the target was counted while a producer could
       // see this sleeper, and owes it a wake. Acquire: pairs with the release bump in count().

@@ -121,10 +121,11 @@ struct alignas(kCacheLinePair) ReportGate {
 
   // Returns true once `gated` reports past `since` were counted, or `releases_wanted`
   // compute-releases (0: none awaited), or any urgent report or ended tally; false when
-  // `timeout_ns` (negative: no limit) passes first. `end`, when given, says how (GateWaitEnd).
-  // REQUIRES: one sleeper at a time; gated >= 1.
+  // `timeout_ns` (negative: no limit) passes first, or up to `slack_ns` after that (0: the
+  // thread's timer slack; a wider one lets the kernel fold the timer into a tick: base/timer_slack.h).
+  // `end`, when given, says how (GateWaitEnd). REQUIRES: one sleeper at a time; gated >= 1.
   bool wait(Os& os, const GateMark& since, uint64_t gated, int64_t timeout_ns, uint64_t releases_wanted = 0,
-            GateWaitEnd* end = nullptr);
+            GateWaitEnd* end = nullptr, int64_t slack_ns = 0);
 
   // A scheduler that takes over from one that died: forgets that the dead one may have been
   // asleep (producers would otherwise wake nobody with a system call per report).

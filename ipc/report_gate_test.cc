@@ -56,10 +56,12 @@ class ScriptedFutexOs : public test::ForwardingOs {
  public:
   explicit ScriptedFutexOs(std::function<void()> during, int result = -ETIMEDOUT)
       : ForwardingOs(real_os()), during_(std::move(during)), result_(result) {}
-  int futex_wait(const std::atomic<uint32_t>*, uint32_t, int64_t) override {
+  int futex_wait(const std::atomic<uint32_t>*, uint32_t, int64_t, int64_t slack_ns) override {
+    last_slack_ns = slack_ns;
     during_();
     return result_;
   }
+  int64_t last_slack_ns = -1;  // the timer slack the last futex_wait was given
 
  private:
   std::function<void()> during_;

@@ -211,9 +211,9 @@ TEST_CASE("one doorbell wakes a consumer of several rings") {
 class SleepCountingOs : public test::ForwardingOs {
  public:
   SleepCountingOs() : ForwardingOs(real_os()) {}
-  int futex_wait(const std::atomic<uint32_t>* word, uint32_t expected, int64_t timeout_ns) override {
+  int futex_wait(const std::atomic<uint32_t>* word, uint32_t expected, int64_t timeout_ns, int64_t slack_ns) override {
     sleeps.fetch_add(1);
-    return ForwardingOs::futex_wait(word, expected, timeout_ns);
+    return ForwardingOs::futex_wait(word, expected, timeout_ns, slack_ns);
   }
   std::atomic<int> sleeps{0};
 };

@@ -180,7 +180,8 @@ size_t SchedulerSession::wait_and_apply(int64_t timeout_ns) {
     if (remaining == 0) return 0;
     const WaitTargets targets = wait_targets();
     GateWaitEnd end = GateWaitEnd::kMet;
-    const bool met = control_.wait_for_reports(mark, targets.reports, remaining, targets.releases, &end);
+    const bool met =
+        control_.wait_for_reports(mark, targets.reports, remaining, targets.releases, &end, options_.wait_timer_slack_ns);
     count_wait(end);
     if (!met) return apply_waiting();
   }

@@ -43,6 +43,12 @@ struct SchedulerSessionOptions {
   int64_t heartbeat_timeout_ns = 0;
   // How often drain() publishes the scheduler's figures for the inspector and metrics.
   int64_t publish_interval_ns = 100'000'000;
+  // How late drain()'s timeout may end a wait in which nothing happened (0: the thread's timer
+  // slack, 50 us by default). At a tick or more (4 ms at HZ 250) the kernel folds the timer into
+  // the tick instead of reprogramming the CPU's timer for it twice a sleep, which in a virtual
+  // machine halves what a sleep costs the scheduler's CPU (base/timer_slack.h). Wakes for progress
+  // are never late. For a scheduler whose timeout is a liveness backstop, not a clock.
+  int64_t wait_timer_slack_ns = 0;
 };
 
 // How drain()'s waits on the report gate ended, counted since the session began (waits met at

@@ -85,8 +85,8 @@ class ForwardingOs : public Os {
   int pidfd_open(pid_t pid) override { return target_.pidfd_open(pid); }
   int64_t monotonic_ns() override { return target_.monotonic_ns(); }
   int64_t realtime_ns() override { return target_.realtime_ns(); }
-  int futex_wait(const std::atomic<uint32_t>* word, uint32_t expected, int64_t timeout_ns) override {
-    return target_.futex_wait(word, expected, timeout_ns);
+  int futex_wait(const std::atomic<uint32_t>* word, uint32_t expected, int64_t timeout_ns, int64_t slack_ns) override {
+    return target_.futex_wait(word, expected, timeout_ns, slack_ns);
   }
   int futex_wake(const std::atomic<uint32_t>* word, int count) override { return target_.futex_wake(word, count); }
   int membarrier(int command) override { return target_.membarrier(command); }

@@ -1,0 +1,35 @@
+// How late the calling thread's timers may fire, widened for a while.
+//
+// Linux lets every timer of a thread (a futex's timeout, ppoll's, a sleep's) expire anywhere from
+// its deadline to its deadline plus the thread's timer slack (50 us by default), so that it can
+// fire with an interrupt the CPU takes anyway. A timer that must fire before the next scheduler
+// tick has the kernel reprogram the CPU's timer device when it is set, and again when it is
+// cancelled because the sleeper was woken first. In a virtual machine each reprogramming can be an
+// exit to the hypervisor, charged to the sleeping thread: measured with
+// bench/probes/sleep_cpu_probe.cc, a futex sleep with a 1 ms timeout costs its thread 5-6 us of CPU
+// on the H200 host and about 8 on the development VM (both Firecracker guests, HZ 250), and 2.6-4.4
+// us with the slack at 10 ms, set and restored around the sleep as below (docs/performance.md).
+// A slack of at least a tick (4 ms at HZ 250, 10 ms at HZ 100) lets the kernel leave the device
+// alone; the timer then fires at the first tick after its deadline.
+#pragma once
+
+#include <cstdint>
+
+namespace hugepin {
+
+// Widens the calling thread's timer slack to `slack_ns` for the scope's life and puts the old
+// value back when it ends. Does nothing (no system call) when `slack_ns` <= 0 or the thread's slack
+// is already that wide, and for a real-time thread (whose timers the kernel never lets slip).
+// Costs two or three prctl(2) calls. Not movable: it must end on the thread it began on.
+class TimerSlackScope {
+ public:
+  explicit TimerSlackScope(int64_t slack_ns);
+  ~TimerSlackScope();
+  TimerSlackScope(const TimerSlackScope&) = delete;
+  TimerSlackScope& operator=(const TimerSlackScope&) = delete;
+
+ private:
+  unsigned long restore_ns_ = 0;  // 0: nothing to restore
+};
+
+}  // namespace hugepin
