@@ -5,10 +5,11 @@
 // fire with an interrupt the CPU takes anyway. A timer that must fire before the next scheduler
 // tick has the kernel reprogram the CPU's timer device when it is set, and again when it is
 // cancelled because the sleeper was woken first. In a virtual machine each reprogramming can be an
-// exit to the hypervisor, charged to the sleeping thread: measured with
-// bench/probes/sleep_cpu_probe.cc, a futex sleep with a 1 ms timeout costs its thread 5-6 us of CPU
-// on the H200 host and about 8 on the development VM (both Firecracker guests, HZ 250), and 2.6-4.4
-// us with the slack at 10 ms, set and restored around the sleep as below (docs/performance.md).
+// exit to the hypervisor, charged to the sleeping thread. Measured with
+// bench/probes/sleep_cpu_probe.cc (woken 20-100 us after it slept; docs/performance.md), a futex
+// sleep with a 1 ms timeout cost its thread 5.1-5.9 us of CPU at the median on the H200 host and
+// 6.7-9.6 on the development VM (both Firecracker guests, HZ 250); with the slack at 10 ms, 2.6-3.1
+// and 3.0-4.2, and 3.0-4.6 on either when the slack is set and restored around each sleep, as below.
 // A slack of at least a tick (4 ms at HZ 250, 10 ms at HZ 100) lets the kernel leave the device
 // alone; the timer then fires at the first tick after its deadline.
 #pragma once

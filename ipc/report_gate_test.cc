@@ -109,6 +109,14 @@ TEST_CASE("a wait whose timer fired says whether a wake was on its way, not yet 
       CHECK(end == GateWaitEnd::kMet);
     }
   }
+  {
+    // The wait's timer slack reaches the sleep: the thread's own (0) unless the caller widens it.
+    ScriptedFutexOs os([] {});
+    CHECK_FALSE(gate->wait(os, gate->mark(), 1, kMillisecond, 0, &end));
+    CHECK(os.last_slack_ns == 0);
+    CHECK_FALSE(gate->wait(os, gate->mark(), 1, kMillisecond, 0, &end, 4 * kMillisecond));
+    CHECK(os.last_slack_ns == 4 * kMillisecond);
+  }
   // Met at once: no sleep, no timer.
   gate->count(real_os(), 1, 0);
   const GateMark before = GateMark{};

@@ -46,8 +46,12 @@ struct SchedulerSessionOptions {
   // How late drain()'s timeout may end a wait in which nothing happened (0: the thread's timer
   // slack, 50 us by default). At a tick or more (4 ms at HZ 250) the kernel folds the timer into
   // the tick instead of reprogramming the CPU's timer for it twice a sleep, which in a virtual
-  // machine halves what a sleep costs the scheduler's CPU (base/timer_slack.h). Wakes for progress
-  // are never late. For a scheduler whose timeout is a liveness backstop, not a clock.
+  // machine costs the sleeping thread about half of its sleep (base/timer_slack.h). Wakes for
+  // progress are never late, but they can come later: on the H200 host at 4 ms, `hugepin bench
+  // offload` without MPS took 20-35% less of the scheduler's CPU per job and its jobs' SEEN p99 rose
+  // from 55-188 to 85-439 us (docs/performance.md, "A timer slack for the scheduler's sleeps"): a
+  // CPU that its 1 ms timer no longer wakes idles longer, and wakes later. For a scheduler that
+  // counts its CPU before its tail latency; its timeout is then a liveness backstop, not a clock.
   int64_t wait_timer_slack_ns = 0;
 };
 

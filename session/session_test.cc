@@ -327,6 +327,31 @@ struct CountedRanks {
   }
 };
 
+// Records the timer slack of the last futex sleep; forwards everything to the real system.
+class SlackRecordingOs : public test::ForwardingOs {
+ public:
+  SlackRecordingOs() : ForwardingOs(real_os()) {}
+  int futex_wait(const std::atomic<uint32_t>* word, uint32_t expected, int64_t timeout_ns, int64_t slack_ns) override {
+    last_slack_ns = slack_ns;
+    return ForwardingOs::futex_wait(word, expected, timeout_ns, slack_ns);
+  }
+  std::atomic<int64_t> last_slack_ns{-1};
+};
+
+TEST_CASE("drain's sleeps carry the session's timer slack, and its timeout still ends them") {
+  for (const int64_t slack : {int64_t{0}, int64_t{4'000'000}}) {
+    CAPTURE(slack);
+    SlackRecordingOs os;
+    SchedulerSessionOptions options;
+    options.wait_timer_slack_ns = slack;
+    SchedulerSession scheduler = SchedulerSession::create(os, test::unique_arena_name("slack"),
+                                                          plan_on_host(real_os(), kPlan), {}, options);
+    CHECK(scheduler.drain(1'000'000) == 0);  // no rank: nothing comes, the timer ends the sleep
+    CHECK(os.last_slack_ns == slack);
+    CHECK(scheduler.gate_waits().timed_out >= 1);
+  }
+}
+
 TEST_CASE("a sleeping drain is woken once a job can settle, not by each rank's report") {
   CountedRanks r;
   const JobId job = r.scheduler.dispatch(JobKind::kStore, std::vector<ChunkId>{2});

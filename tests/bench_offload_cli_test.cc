@@ -36,6 +36,7 @@ TEST_CASE("every mix has its three rows, each with its figures, and the sample v
   CHECK(result["keep_free"].get<double>() == 0.25);  // the default
   CHECK(result["time_every"].get<int>() == 8);        // the default
   CHECK(result["spin"] == false);                     // the default
+  CHECK(result["wait_slack_us"].get<double>() == 0);  // the default: the thread's own slack
   CHECK(result["chunks_checked"].get<int>() > 0);
   CHECK(result["slots_checked"].get<int>() > 0);
   const Json& rows = result["rows"];
@@ -151,9 +152,11 @@ TEST_CASE("looking once per step, evicting only at the floor, every job timed: b
 
 TEST_CASE("a row that timed no job says so: null in JSON, not a zero that reads as measured (ranks spinning)") {
   // --spin: the engine way's ranks look at their copies back to back (hugepin's host engine has no
-  // events to ask); the rows complete alike.
-  const Json result = offload_json("--seconds 0.1 --mixes store --time-every 1000000 --spin");
+  // events to ask); the rows complete alike. --wait-slack-us: the scheduler's waits may end late,
+  // which changes nothing a row must hold.
+  const Json result = offload_json("--seconds 0.1 --mixes store --time-every 1000000 --spin --wait-slack-us 4000");
   CHECK(result["spin"] == true);
+  CHECK(result["wait_slack_us"].get<double>() == 4000);
   REQUIRE(result["rows"].size() == 3);
   for (const Json& row : result["rows"]) {
     CAPTURE(row.dump());
@@ -196,6 +199,9 @@ TEST_CASE("bad options are refused by name, before anything runs") {
   run = run_hugepin("bench offload --backend host --collect-every-us 2000000");
   CHECK(run.status == 2);
   CHECK(run.out.find("--collect-every-us") != std::string::npos);
+  run = run_hugepin("bench offload --backend host --wait-slack-us -5");
+  CHECK(run.status == 2);
+  CHECK(run.out.find("--wait-slack-us") != std::string::npos);
   for (const char* share : {"0.7", "-0.1"}) {
     run = run_hugepin(std::string("bench offload --backend host --keep-free ") + share);
     CHECK(run.status == 2);
