@@ -305,9 +305,6 @@ std::optional<int64_t> thread_run_queue_wait_ns() {
   return stat ? std::optional<int64_t>(stat->wait_ns) : std::nullopt;
 }
 
-// How long the scheduler sleeps in one collect() when it wakes per job and nothing wakes it.
-constexpr int64_t kCollectTimeoutNs = 1'000'000;
-
 class OffloadRun {
  public:
   OffloadRun(const OffloadBenchOptions& options, uint64_t block_bytes, int gpus)
@@ -459,11 +456,11 @@ class OffloadRun {
     return job;
   }
 
-  // Learns which jobs settled: sleeps up to 1 ms until one can, or, once per step
+  // Learns which jobs settled: sleeps up to collect_timeout_ns until one can, or, once per step
   // (collect_every_ns), sleeps to the step's end outside the protocol and looks without waiting.
   // Returns true when it waited out its timeout (waking per job only).
   bool collect(Path& path, std::vector<Settled>* settled) {
-    if (options_.collect_every_ns == 0) return path.progress(kCollectTimeoutNs, settled);
+    if (options_.collect_every_ns == 0) return path.progress(options_.collect_timeout_ns, settled);
     const int64_t now = real_os().monotonic_ns();
     next_collect_ns_ = std::max(next_collect_ns_ + options_.collect_every_ns, now);  // a late step is not made up
     const timespec at{next_collect_ns_ / 1'000'000'000, next_collect_ns_ % 1'000'000'000};
@@ -855,6 +852,9 @@ void check_offload_bench_options(const OffloadBenchOptions& o) {
   if (o.cpu_bytes == 0) throw Error("--cpu-bytes 0: the host KV needs room for the chunks in flight");
   if (o.collect_every_ns < 0 || o.collect_every_ns > 1'000'000'000) {
     throw Error(cat("--collect-every-us ", o.collect_every_ns / 1e3, ": 0 (wake per job) to 1000000"));
+  }
+  if (o.collect_timeout_ns < 10'000 || o.collect_timeout_ns > 1'000'000'000) {
+    throw Error(cat("--collect-timeout-us ", o.collect_timeout_ns / 1e3, ": 10 to 1000000"));
   }
   if (o.wait_slack_ns < 0 || o.wait_slack_ns > 1'000'000'000) {
     throw Error(cat("--wait-slack-us ", o.wait_slack_ns / 1e3, ": 0 (the thread's own) to 1000000"));

@@ -88,8 +88,10 @@ struct OffloadBenchOptions {
   // between looks the thread sleeps, as an engine's would run the model, outside the protocol's
   // CPU figure.
   int64_t collect_every_ns = 0;
-  // When it sleeps until a job can settle, how late its timeout (1 ms, a backstop: jobs wake it)
-  // may end a sleep in which nothing happened (0: the thread's timer slack, 50 us by default): the
+  // When it sleeps until a job can settle, how long each wait may last when nothing wakes it (jobs
+  // wake it: the timeout is a backstop, and it paces the compute epochs when no job settles).
+  int64_t collect_timeout_ns = 1'000'000;
+  // ... and how late that timeout may end a sleep in which nothing happened (0: the thread's timer slack, 50 us by default): the
   // timer slack of the scheduler's waits in both protocol rows (hugepin:
   // SchedulerSessionOptions::wait_timer_slack_ns; the engine way: the thread's slack around ppoll).
   int64_t wait_slack_ns = 0;

@@ -23,6 +23,7 @@ struct OffloadArgs {
   double poll_us = 50;
   double completion_poll_us = -1;  // not given: --poll-us, so that both rows poll alike
   double collect_every_us = 0;
+  double collect_timeout_us = 1000;
   double wait_slack_us = 0;
   bool rank_threads = false;
   bool json = false;
@@ -145,6 +146,7 @@ int run(OffloadArgs& args) {
   const double completion_poll_us = args.completion_poll_us < 0 ? args.poll_us : args.completion_poll_us;
   options.completion_poll_ns = static_cast<int64_t>(completion_poll_us * 1000);
   options.collect_every_ns = static_cast<int64_t>(args.collect_every_us * 1000);
+  options.collect_timeout_ns = static_cast<int64_t>(args.collect_timeout_us * 1000);
   options.wait_slack_ns = static_cast<int64_t>(args.wait_slack_us * 1000);
   try {
     for (const std::string& text : args.mixes) options.mixes.push_back(bench::parse_mix(text));
@@ -174,6 +176,7 @@ int run(OffloadArgs& args) {
                 {"completion_poll_us", completion_poll_us},
                 {"spin", options.spin},
                 {"collect_every_us", args.collect_every_us},
+                {"collect_timeout_us", args.collect_timeout_us},
                 {"wait_slack_us", args.wait_slack_us},
                 {"keep_free", options.keep_free_share},
                 {"time_every", options.time_every},
@@ -199,10 +202,9 @@ int run(OffloadArgs& args) {
             << (args.collect_every_us > 0
                     ? cat("looks once every ", args.collect_every_us, " us without waiting (an engine's step), "
                           "sleeping between looks (counted in SLEEPS/job)")
-                    : args.wait_slack_us > 0
-                        ? cat("sleeps until a job can settle (its 1 ms timeout may end up to ", args.wait_slack_us,
-                              " us late: --wait-slack-us)")
-                        : std::string("sleeps until a job can settle"))
+                    : cat("sleeps until a job can settle, at most ", args.collect_timeout_us, " us a wait",
+                          args.wait_slack_us > 0 ? cat(" (or up to ", args.wait_slack_us, " us more: --wait-slack-us)")
+                                                 : std::string()))
             << "; the chunk cache keeps " << 100 * options.keep_free_share
             << "% of the chunks free or coming back through the fence (--keep-free)\n";
   std::cout << "COPY and OVERHEAD: the jobs whose copies were timed, "
@@ -283,11 +285,16 @@ void add_offload_bench_command(CLI::App& bench, Context& context) {
                       "The scheduler looks for settled jobs once every this many microseconds without waiting, "
                       "as an engine does once per step (0, the default: it sleeps until a job can settle)")
       ->check(CLI::Range(0.0, 1000000.0));
+  offload->add_option("--collect-timeout-us", args->collect_timeout_us,
+                      "When the scheduler sleeps until a job can settle: the longest wait, in microseconds, when "
+                      "nothing wakes it, in both protocol rows")
+      ->check(CLI::Range(10.0, 1000000.0))
+      ->capture_default_str();
   offload->add_option("--wait-slack-us", args->wait_slack_us,
-                      "When the scheduler sleeps until a job can settle: how many microseconds late its 1 ms "
-                      "timeout may end a sleep in which nothing happened, in both protocol rows (timer slack; at "
-                      "a scheduler tick or more the kernel need not reprogram the CPU's timer for each sleep, "
-                      "which a virtual machine charges to the sleeper; 0, the default: the thread's own slack)")
+                      "... and how many microseconds late that timeout may end a sleep in which nothing happened "
+                      "(timer slack: at a scheduler tick or more the kernel need not reprogram the CPU's timer "
+                      "twice a sleep, which a virtual machine charges to the sleeper; 0, the default: the "
+                      "thread's own)")
       ->check(CLI::Range(0.0, 1000000.0));
   offload->add_flag("--rank-threads", args->rank_threads,
                     "After the table, each protocol row's rank threads by name: CPU and run-queue wait per job "

@@ -37,6 +37,7 @@ TEST_CASE("every mix has its three rows, each with its figures, and the sample v
   CHECK(result["time_every"].get<int>() == 8);        // the default
   CHECK(result["spin"] == false);                     // the default
   CHECK(result["wait_slack_us"].get<double>() == 0);  // the default: the thread's own slack
+  CHECK(result["collect_timeout_us"].get<double>() == 1000);
   CHECK(result["chunks_checked"].get<int>() > 0);
   CHECK(result["slots_checked"].get<int>() > 0);
   const Json& rows = result["rows"];
@@ -199,6 +200,9 @@ TEST_CASE("bad options are refused by name, before anything runs") {
   run = run_hugepin("bench offload --backend host --collect-every-us 2000000");
   CHECK(run.status == 2);
   CHECK(run.out.find("--collect-every-us") != std::string::npos);
+  run = run_hugepin("bench offload --backend host --collect-timeout-us 5");
+  CHECK(run.status == 2);
+  CHECK(run.out.find("--collect-timeout-us") != std::string::npos);
   run = run_hugepin("bench offload --backend host --wait-slack-us -5");
   CHECK(run.status == 2);
   CHECK(run.out.find("--wait-slack-us") != std::string::npos);
