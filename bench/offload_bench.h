@@ -91,9 +91,10 @@ struct OffloadBenchOptions {
   // When it sleeps until a job can settle, how long each wait may last when nothing wakes it (jobs
   // wake it: the timeout is a backstop, and it paces the compute epochs when no job settles).
   int64_t collect_timeout_ns = 1'000'000;
-  // ... and how late that timeout may end a sleep in which nothing happened (0: the thread's timer slack, 50 us by default): the
-  // timer slack of the scheduler's waits in both protocol rows (hugepin:
-  // SchedulerSessionOptions::wait_timer_slack_ns; the engine way: the thread's slack around ppoll).
+  // ... and how late that timeout may end a sleep in which nothing happened (0: the thread's timer
+  // slack, 50 us by default): the timer slack of the scheduler's waits in both protocol rows
+  // (hugepin: SchedulerSessionOptions::wait_timer_slack_ns; the engine way: the thread's slack
+  // around ppoll).
   int64_t wait_slack_ns = 0;
   // Called at every step; throws to stop the run (Ctrl-C). The arena and the ranks go as it unwinds.
   std::function<void()> check_interrupted = [] {};
