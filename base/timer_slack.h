@@ -19,9 +19,9 @@
 namespace hugepin {
 
 // Widens the calling thread's timer slack to `slack_ns` for the scope's life and puts the old
-// value back when it ends. Does nothing (no system call) when `slack_ns` <= 0 or the thread's slack
-// is already that wide, and for a real-time thread (whose timers the kernel never lets slip).
-// Costs two or three prctl(2) calls. Not movable: it must end on the thread it began on.
+// value back when it ends: three prctl(2) calls. Changes nothing when `slack_ns` <= 0 (no call),
+// when the thread's slack is already that wide, or for a real-time thread, whose timers the kernel
+// never lets slip (one call, to learn that). Not movable: it must end on the thread it began on.
 class TimerSlackScope {
  public:
   explicit TimerSlackScope(int64_t slack_ns);
