@@ -35,7 +35,7 @@ from collections import defaultdict
 
 # What a run was asked, from its JSON: runs that differ here are summarized apart.
 GROUP_KEYS = ("backend", "gpus", "tp", "pp", "jobs_in_flight", "chunks_per_job", "time_every", "collect_every_us",
-              "poll_us", "completion_poll_us", "spin", "keep_free")
+              "collect_timeout_us", "wait_slack_us", "poll_us", "completion_poll_us", "spin", "keep_free")
 MIX_ORDER = {"mixed": 0, "store": 1, "load": 2}
 
 

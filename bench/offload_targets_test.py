@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """offload_targets.py on real runs: two runs of `hugepin bench offload --json` on the host backend
-(one labelled apart), summarized; and input that is not such a run, refused by name.
+(one labelled apart), summarized; a third asked otherwise, summarized apart; and input that is not
+such a run, refused by name.
 
 Usage: offload_targets_test.py HUGEPIN   (the CLI; ctest passes it)
 """
@@ -49,6 +50,18 @@ def main() -> int:
         apart = run(sys.executable, SUMMARIZER, paths[0], f"other={paths[1]}")
         assert apart.returncode == 0, apart.stderr
         assert apart.stdout.count("(1 run)") == 2 and "other: backend host" in apart.stdout, apart.stdout
+
+        # Runs asked differently are summarized apart without a label: here, the scheduler's timeout.
+        shorter = run(hugepin, "bench", "offload", "--backend", "host", "--seconds", "0.2", "--blocks", "16K",
+                      "--cpu-bytes", "256M", "--mixes", "store", "--collect-timeout-us", "500", "--json")
+        assert shorter.returncode == 0, shorter.stderr
+        paths.append(os.path.join(folder, "shorter.json"))
+        with open(paths[-1], "w", encoding="utf-8") as out:
+            out.write(shorter.stdout)
+        unlabelled = run(sys.executable, SUMMARIZER, paths[0], paths[2])
+        assert unlabelled.returncode == 0, unlabelled.stderr
+        assert unlabelled.stdout.count("(1 run)") == 2 and "collect_timeout_us 500.0," in unlabelled.stdout, \
+            unlabelled.stdout
 
         wrong = os.path.join(folder, "wrong.json")
         with open(wrong, "w", encoding="utf-8") as out:
