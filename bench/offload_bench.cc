@@ -370,7 +370,7 @@ class OffloadRun {
     EngineWayPath engine_way(ranks_);
     Path& path = path_kind == OffloadPath::kHugepin ? static_cast<Path&>(hugepin) : engine_way;
     // --wait-slack-us for the engine way's ppoll: the thread's slack widened for the whole row, with
-    // no system call per wait (hugepin's drain pays two or three around each of its sleeps).
+    // no system call per wait (hugepin's drain pays three around each of its sleeps).
     std::optional<TimerSlackScope> engine_way_slack;
     if (path_kind == OffloadPath::kEngineWay && options_.collect_every_ns == 0) {
       engine_way_slack.emplace(options_.wait_slack_ns);

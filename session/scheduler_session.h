@@ -48,10 +48,11 @@ struct SchedulerSessionOptions {
   // the tick instead of reprogramming the CPU's timer for it twice a sleep, which in a virtual
   // machine costs the sleeping thread about half of its sleep (base/timer_slack.h). Wakes for
   // progress are never late, but they can come later: on the H200 host at 4 ms, `hugepin bench
-  // offload` without MPS took 20-35% less of the scheduler's CPU per job and its jobs' SEEN p99 rose
-  // from 55-188 to 85-439 us (docs/performance.md, "A timer slack for the scheduler's sleeps"): a
-  // CPU that its 1 ms timer no longer wakes idles longer, and wakes later. For a scheduler that
-  // counts its CPU before its tail latency; its timeout is then a liveness backstop, not a clock.
+  // offload` without MPS took 22% less of the scheduler's CPU per job at the median, and its jobs'
+  // SEEN p99 rose from 50-188 to 85-439 us (docs/performance.md, "A timer slack for the scheduler's
+  // sleeps"; a 200 us timeout did the opposite): a CPU that a 1 ms timer no longer wakes idles
+  // longer, and runs again later. For a scheduler that counts its CPU before its tail latency; its
+  // timeout is then a liveness backstop, not a clock.
   int64_t wait_timer_slack_ns = 0;
 };
 
