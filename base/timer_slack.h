@@ -8,7 +8,7 @@
 // exit to the hypervisor, charged to the sleeping thread. Measured with
 // bench/probes/sleep_cpu_probe.cc (woken 20-100 us after it slept; docs/performance.md), a futex
 // sleep with a 1 ms timeout cost its thread 5.1-5.9 us of CPU at the median on the H200 host and
-// 6.7-9.6 on the development VM (both Firecracker guests, HZ 250); with the slack at 10 ms, 2.6-3.1
+// 7.8-9.6 on the development VM (both Firecracker guests, HZ 250); with the slack at 10 ms, 2.6-3.1
 // and 3.0-4.2, and 3.0-4.6 on either when the slack is set and restored around each sleep, as below.
 // A slack of at least a tick (4 ms at HZ 250, 10 ms at HZ 100) lets the kernel leave the device
 // alone; the timer then fires at the first tick after its deadline.
