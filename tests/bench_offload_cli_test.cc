@@ -191,21 +191,22 @@ TEST_CASE("--rank-threads prints each protocol row's rank threads after the tabl
 }
 
 TEST_CASE("bad options are refused by name, before anything runs") {
-  hugepin::test::CommandResult run = run_hugepin("bench offload --backend host --blocks 12K");
-  CHECK(run.status == 2);
-  CHECK(run.out.find("--blocks 12.00 KiB: a multiple of 8 KiB") != std::string::npos);
-  run = run_hugepin("bench offload --backend host --mixes mixed,sideways");
-  CHECK(run.status == 2);
-  CHECK(run.out.find("unknown mix 'sideways'") != std::string::npos);
-  run = run_hugepin("bench offload --backend host --collect-every-us 2000000");
-  CHECK(run.status == 2);
-  CHECK(run.out.find("--collect-every-us") != std::string::npos);
-  run = run_hugepin("bench offload --backend host --collect-timeout-us 5");
-  CHECK(run.status == 2);
-  CHECK(run.out.find("--collect-timeout-us") != std::string::npos);
-  run = run_hugepin("bench offload --backend host --wait-slack-us -5");
-  CHECK(run.status == 2);
-  CHECK(run.out.find("--wait-slack-us") != std::string::npos);
+  struct Refusal {
+    const char* options;
+    const char* message;
+  };
+  for (const Refusal& refusal : {Refusal{"--blocks 12K", "--blocks 12.00 KiB: a multiple of 8 KiB"},
+                                 Refusal{"--mixes mixed,sideways", "unknown mix 'sideways'"},
+                                 Refusal{"--collect-every-us 2000000", "--collect-every-us"},
+                                 Refusal{"--collect-timeout-us 5", "--collect-timeout-us"},
+                                 Refusal{"--wait-slack-us -5", "--wait-slack-us"}}) {
+    CAPTURE(refusal.options);
+    const hugepin::test::CommandResult refused =
+        run_hugepin(std::string("bench offload --backend host ") + refusal.options);
+    CHECK(refused.status == 2);
+    CHECK(refused.out.find(refusal.message) != std::string::npos);
+  }
+  hugepin::test::CommandResult run;
   for (const char* share : {"0.7", "-0.1"}) {
     run = run_hugepin(std::string("bench offload --backend host --keep-free ") + share);
     CHECK(run.status == 2);
