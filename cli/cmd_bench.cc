@@ -188,6 +188,7 @@ struct RingArgs {
   double latency_interval_us = 5;
   unsigned repeat = 5;
   std::vector<int> cpus;
+  std::string prefetch = "auto";  // the producer's prefetch: auto (this CPU's default), off, read, write
   bool json = false;
 };
 
@@ -229,6 +230,12 @@ int run_ring(Context& context, const RingArgs& args) {
   options.latency_interval_ns = static_cast<uint64_t>(args.latency_interval_us * 1000);
   options.repeat = args.repeat;
   options.cpus = args.cpus;
+  // Before the producers fork: they inherit it (ipc/ring_prefetch.h).
+  const std::string vendor = cpu_vendor();
+  if (args.prefetch != "auto") set_ring_prefetch(*parse_ring_prefetch(args.prefetch));
+  const char* prefetch = ring_prefetch_name(ring_prefetch());
+  const std::string prefetch_how =
+      args.prefetch == "auto" ? cat("this CPU's default, ", vendor.empty() ? "no CPUID vendor" : vendor) : "--prefetch";
   const bool show_progress = isatty(STDERR_FILENO) != 0;
   auto progress = [&](const std::string& line) {
     if (show_progress) std::cerr << "\r\033[K  " << line << std::flush;
@@ -244,14 +251,15 @@ int run_ring(Context& context, const RingArgs& args) {
                 {"count", options.count}, {"repeat", options.repeat}, {"latency_samples", options.latency_samples},
                 {"latency_interval_ns", options.latency_interval_ns}, {"producer_cpu", result.producer_cpu},
                 {"consumer_cpu", result.consumer_cpu}, {"cpus", bench::core_sharing_name(result.core_sharing)},
-                {"membarrier", publish}, {"prefetch", ring_prefetch_kind()}, {"rows", rows}});
+                {"membarrier", publish}, {"prefetch", prefetch}, {"prefetch_chosen_by", args.prefetch == "auto" ? "cpu" : "option"},
+                {"cpu_vendor", vendor}, {"rows", rows}});
     return 0;
   }
   std::cout << "reports between two processes: " << options.count << " per run (median of " << options.repeat
             << "), rings of " << bench::kRingBenchCapacity << " x " << sizeof(Report) << " bytes; latency at one report every "
             << fixed(args.latency_interval_us, 1) << " us; producer on CPU " << result.producer_cpu << ", consumer on CPU "
             << result.consumer_cpu << " (" << bench::core_sharing_name(result.core_sharing) << "); membarrier " << publish
-            << "; producer prefetch " << ring_prefetch_kind() << "\n";
+            << "; producer prefetch " << prefetch << " (" << prefetch_how << ")\n";
   Table table({"METHOD", "BATCH", "REPORTS/s", "SPREAD", "vs Boost", "vs v1", "p50 ns", "p99 ns"}, {Table::Align::kLeft});
   for (const bench::RingBenchRow& row : result.rows) {
     const double rate = row.reports_per_second.median;
@@ -331,6 +339,10 @@ void add_bench_commands(CLI::App& app, Context& context) {
       ->delimiter(',')
       ->expected(2)
       ->check(CLI::Range(0, CPU_SETSIZE - 1));
+  ring->add_option("--prefetch", ring_args->prefetch,
+                   "Producer's prefetch of the slots past a batch: auto (this CPU's default), off, read or write")
+      ->check(CLI::IsMember({"auto", "off", "read", "write"}))
+      ->capture_default_str();
   ring->add_flag("--json", ring_args->json, "Print JSON");
   ring->callback([&context, ring_args] { context.action = [&context, ring_args] { return run_ring(context, *ring_args); }; });
 }

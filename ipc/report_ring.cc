@@ -27,39 +27,36 @@ bool inside(uint64_t offset, uint64_t length, uint64_t size) { return offset <= 
 
 constexpr size_t kLineBytes = 64;
 
-// The producer's prefetch of the slots past a batch (see kPrefetchAhead), chosen when hugepin is
-// configured (HUGEPIN_RING_PREFETCH: 1 read, 2 write, 0 off): which one is fastest differs by
-// machine, and `hugepin bench ring` names the one built in.
-#ifndef HUGEPIN_RING_PREFETCH
-#define HUGEPIN_RING_PREFETCH 2
-#endif
-static_assert(HUGEPIN_RING_PREFETCH >= 0 && HUGEPIN_RING_PREFETCH <= 2, "HUGEPIN_RING_PREFETCH: 0, 1 or 2");
-
-// Fetches the line holding `address` into this CPU's caches, as a hint. Volatile asm, not
-// __builtin_prefetch alone: GCC 12 found a function of nothing but prefetches "pure" and dropped
-// every call to it.
+// Fetches the line holding `address` into this CPU's caches, as a hint of kind `kKind`
+// (ipc/ring_prefetch.h). Volatile asm, not __builtin_prefetch alone: GCC 12 found a function of
+// nothing but prefetches "pure" and dropped every call to it.
+template <RingPrefetch kKind>
 void prefetch_line(const void* address) {
-#if HUGEPIN_RING_PREFETCH == 0
-  (void)address;
-#elif defined(__x86_64__) && HUGEPIN_RING_PREFETCH == 2
-  asm volatile("prefetchw %0" : : "m"(*static_cast<const char*>(address)));
-#elif defined(__x86_64__)
-  asm volatile("prefetcht0 %0" : : "m"(*static_cast<const char*>(address)));
-#elif defined(__aarch64__) && HUGEPIN_RING_PREFETCH == 2
-  asm volatile("prfm pstl1keep, %0" : : "Q"(*static_cast<const char*>(address)));
+  static_assert(kKind != RingPrefetch::kOff);
+#if defined(__x86_64__)
+  if constexpr (kKind == RingPrefetch::kWrite) {
+    asm volatile("prefetchw %0" : : "m"(*static_cast<const char*>(address)));
+  } else {
+    asm volatile("prefetcht0 %0" : : "m"(*static_cast<const char*>(address)));
+  }
 #elif defined(__aarch64__)
-  asm volatile("prfm pldl1keep, %0" : : "Q"(*static_cast<const char*>(address)));
+  if constexpr (kKind == RingPrefetch::kWrite) {
+    asm volatile("prfm pstl1keep, %0" : : "Q"(*static_cast<const char*>(address)));
+  } else {
+    asm volatile("prfm pldl1keep, %0" : : "Q"(*static_cast<const char*>(address)));
+  }
 #else
-  __builtin_prefetch(address, /*for a write=*/HUGEPIN_RING_PREFETCH == 2, /*keep in all levels=*/3);
+  __builtin_prefetch(address, /*for a write=*/kKind == RingPrefetch::kWrite ? 1 : 0, /*keep in all levels=*/3);
 #endif
+}
+
+// Prefetches every line of [begin, end), 64 bytes apart.
+template <RingPrefetch kKind>
+void prefetch_lines(const std::byte* begin, const std::byte* end) {
+  for (const std::byte* line = begin; line < end; line += kLineBytes) prefetch_line<kKind>(line);
 }
 
 }  // namespace
-
-const char* ring_prefetch_kind() {
-  constexpr const char* kKinds[] = {"off", "read", "write"};
-  return kKinds[HUGEPIN_RING_PREFETCH];
-}
 
 static_assert(sizeof(ReportRing) % kCacheLinePair == 0, "the slots start on a line pair");
 static_assert(alignof(ReportRing) == kCacheLinePair);
@@ -166,7 +163,10 @@ void ReportRing::write_rest(uint64_t first, const Report* records, uint32_t n) {
   // Whole lines only, all of whose slots are free: never a line the consumer may still read.
   const uint64_t from = (first + n + kPrefetchAhead + kPerLine - 1) & ~(kPerLine - 1);
   const uint64_t to = std::min<uint64_t>(first + n + kPrefetchAhead + n, cached_head_ + capacity_) & ~(kPerLine - 1);
-  if (from < to) prefetch_slots(from, to - from);
+  if (from < to) {
+    const RingPrefetch kind = ring_prefetch();
+    if (kind != RingPrefetch::kOff) prefetch_slots(kind, from, to - from);
+  }
   // A consumer that waits polls the first record's line. Its other records are written last, just
   // before the first one (write_published), so that the line changes hands once per batch, not
   // once per write. Slot lines start at indices that are multiples of kPerLine (the slots start on
@@ -176,14 +176,15 @@ void ReportRing::write_rest(uint64_t first, const Report* records, uint32_t n) {
   for (uint32_t i = 1; i < first_line; ++i) write_stamped(first + i, records[i]);
 }
 
-void ReportRing::prefetch_slots(uint64_t first, uint64_t count) {
+void ReportRing::prefetch_slots(RingPrefetch kind, uint64_t first, uint64_t count) {
   const std::byte* begin = reinterpret_cast<const std::byte*>(&slot(first));
   const std::byte* array_end = reinterpret_cast<const std::byte*>(slots() + capacity_);
   const size_t bytes = count * sizeof(Report);
   const size_t until_end = std::min<size_t>(bytes, static_cast<size_t>(array_end - begin));
-  for (const std::byte* line = begin; line < begin + until_end; line += kLineBytes) prefetch_line(line);
   const std::byte* start = reinterpret_cast<const std::byte*>(slots());
-  for (const std::byte* line = start; line < start + (bytes - until_end); line += kLineBytes) prefetch_line(line);
+  auto lines = kind == RingPrefetch::kWrite ? prefetch_lines<RingPrefetch::kWrite> : prefetch_lines<RingPrefetch::kRead>;
+  lines(begin, begin + until_end);
+  lines(start, start + (bytes - until_end));  // past the array's end: from its start
 }
 
 void ReportRing::read_batch(uint64_t first, Report* out, uint32_t n) {

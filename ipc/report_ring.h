@@ -54,6 +54,7 @@
 
 #include "base/os.h"
 #include "ipc/doorbell.h"
+#include "ipc/ring_prefetch.h"
 #include "protocol/report.h"
 
 namespace hugepin {
@@ -153,17 +154,11 @@ class ReportRing {
   static constexpr uint32_t kDefaultSpins = 256;
 
   // How far past a batch the producer prefetches the slots of the next ones, in records; the kind
-  // of prefetch is a build option (ipc/ring_prefetch.h). Measured at batches of 32, two runs
-  // each, M/s against Boost.Lockfree's spsc_queue in the same run: on the H200 host (Sapphire
-  // Rapids, KVM) PREFETCHW 235 and 223 (1.92x, 1.36x), none 127 and 152 (1.12x, 1.15x), a read
-  // prefetch 78 and 82 (0.82x, 0.71x); on the development VM's two far-apart vCPUs none 83-91, a
-  // read prefetch mostly 112-126 (1.45x Boost in the table's run), PREFETCHW 92-96
-  // (docs/performance.md). Hence PREFETCHW by default, for the GPU hosts; measured again with
-  // the wider stores of the thirteenth session, four runs each alternating on the H200 host:
-  // PREFETCHW 170-185 (1.19-1.61x Boost), none 86-106 (0.67-0.89x). Likely why it helps:
-  // the ring (128 KiB at 4096 records) outgrows the first-level cache, and a batch's stores wait
-  // for their lines, which a write prefetch fetches owned. Not for single records: there it cost
-  // more instructions than it saved.
+  // of prefetch (write, read or none) is chosen per CPU at run time (ipc/ring_prefetch.h, with the
+  // measurements). Likely why a write prefetch helps where it does (the H200 host: 170-185 M/s
+  // against 86-106 without, batches of 32): the ring (128 KiB at 4096 records) outgrows the
+  // first-level cache, and a batch's stores wait for their lines, which it fetches owned. Not for
+  // single records: there it cost more instructions than it saved.
   static constexpr uint32_t kPrefetchAhead = 64;
 
  private:
@@ -200,8 +195,9 @@ class ReportRing {
   // consumer is done with them). Out of line: one call per batch, and the inline fast path stays
   // small enough to be inlined.
   void write_rest(uint64_t first, const Report* records, uint32_t n);
-  // Prefetches the lines of `count` slots from index `first` on (whole lines), across the end.
-  void prefetch_slots(uint64_t first, uint64_t count);
+  // Prefetches the lines of `count` slots from index `first` on (whole lines), across the end,
+  // with a hint of `kind` (not kOff).
+  void prefetch_slots(RingPrefetch kind, uint64_t first, uint64_t count);
   // Copies `n` > 1 records out of the slots from index `first` on, across the array's end.
   void read_batch(uint64_t first, Report* out, uint32_t n);
 

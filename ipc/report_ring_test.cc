@@ -11,6 +11,7 @@
 
 #include "base/error.h"
 #include "ipc/report_ring.h"
+#include "ipc/ring_prefetch.h"
 #include "tests/support/fault_os.h"
 
 namespace hugepin {
@@ -297,6 +298,41 @@ TEST_CASE("a producer waiting for space finds it at its next re-check when the c
   REQUIRE(received.size() == total);
   check_reports(received.data(), total, 1);
   CHECK(os.dropped.load() >= 1);  // the consumer saw the producer asleep, and its wake-up was lost
+}
+
+TEST_CASE("the producer's prefetch is chosen by the CPU's vendor unless set") {
+  for (RingPrefetch kind : {RingPrefetch::kOff, RingPrefetch::kRead, RingPrefetch::kWrite}) {
+    CHECK(parse_ring_prefetch(ring_prefetch_name(kind)) == kind);
+  }
+  CHECK_FALSE(parse_ring_prefetch("auto").has_value());  // the command line's word for the default, not a kind
+  CHECK_FALSE(parse_ring_prefetch("Write").has_value());
+  CHECK(default_ring_prefetch("AuthenticAMD") == RingPrefetch::kRead);
+  CHECK(default_ring_prefetch("GenuineIntel") == RingPrefetch::kWrite);
+  CHECK(default_ring_prefetch("") == RingPrefetch::kWrite);  // not x86: as before, the write hint
+#if defined(__x86_64__)
+  CHECK(cpu_vendor().size() == 12);
+#endif
+  // Unset, the process uses its CPU's default; set, every ring's producer follows.
+  CHECK(ring_prefetch() == default_ring_prefetch(cpu_vendor()));
+  Os& os = real_os();
+  const uint32_t capacity = 256;  // room for batches of 32 to prefetch 64 records past them
+  Buffer buffer(ReportRing::memsize(capacity));
+  for (RingPrefetch kind : {RingPrefetch::kWrite, RingPrefetch::kRead, RingPrefetch::kOff}) {
+    set_ring_prefetch(kind);
+    CHECK(ring_prefetch() == kind);
+    ReportRing* ring = ReportRing::init(buffer.data, capacity);
+    uint64_t next = 1;
+    Report out[32];
+    for (int round = 0; round < 40; ++round) {  // laps around the array, batches of 31 and 32
+      const uint32_t batch = 31 + static_cast<uint32_t>(round % 2);
+      std::vector<Report> reports = make_reports(next, batch);
+      REQUIRE(ring->push_batch(os, reports.data(), batch) == batch);
+      REQUIRE(ring->pop_batch(os, out, 32) == batch);
+      check_reports(out, batch, next);
+      next += batch;
+    }
+  }
+  set_ring_prefetch(default_ring_prefetch(cpu_vendor()));
 }
 
 TEST_CASE("attach checks the ring another process built") {

@@ -258,6 +258,20 @@ TEST_CASE("bench ring runs the three queues and prints JSON") {
   // One push rings at most once: between no wake-up (the consumer never slept) and one a report.
   CHECK(json["rows"][6]["wakes_per_report"].get<double>() >= 0);
   CHECK(json["rows"][6]["wakes_per_report"].get<double>() <= 1);
+  // The producer's prefetch: this CPU's default unless --prefetch names one (ipc/ring_prefetch.h).
+  CHECK(json["prefetch_chosen_by"] == "cpu");
+  CHECK(json["prefetch"] == (json["cpu_vendor"] == "AuthenticAMD" ? "read" : "write"));
+}
+
+TEST_CASE("bench ring runs with the producer's prefetch it is given, and refuses one it does not know") {
+  Run run = run_hugepin("bench ring --count 2000 --repeat 1 --latency-samples 100 --batch 32 --prefetch off --json");
+  REQUIRE(run.status == 0);
+  auto json = nlohmann::json::parse(run.out);
+  CHECK(json["prefetch"] == "off");
+  CHECK(json["prefetch_chosen_by"] == "option");
+  Run refused = run_hugepin("bench ring --count 2000 --repeat 1 --prefetch prefetchw");
+  CHECK(refused.status != 0);
+  CHECK(refused.out.find("--prefetch: prefetchw not in {auto,off,read,write}") != std::string::npos);
 }
 
 TEST_CASE("bench ring refuses --cpus it cannot use") {
