@@ -1,19 +1,20 @@
 #pragma once
 
 // Which prefetch the report ring's producer issues for the free slots past a batch
-// (ReportRing::kPrefetchAhead). Chosen at run time, by the CPU's vendor, because the same hint
-// that doubles the ring's rate in batches on one machine slows it on another, and one build serves
-// both. Measured in batches of 32, M reports/s beside Boost.Lockfree's spsc_queue in the same runs
-// (docs/performance.md):
-//   - Intel Sapphire Rapids (the H200 host, KVM): write 170-185, none 86-106 (twelfth and
-//     thirteenth sessions); an earlier Intel Xeon development VM: read 112-126, write 92-96,
-//     none 83-91. Write (or read) beats none on Intel.
-//   - AMD EPYC (the development VM since the thirteenth session, Zen 5, KVM): none beats write
-//     in both placements its two vCPUs take (fifteenth session, alternating runs of one binary:
-//     89-107 against 88-103 where Boost makes about 90, 256-294 against 213-248 where Boost
-//     makes 390-435).
-// So: no prefetch on AMD, the write prefetch everywhere else (the default on every CPU before,
-// kept where nothing was measured, Arm included).
+// (ReportRing::kPrefetchAhead). Chosen at run time, by the CPU's vendor, because the hint that
+// doubles the ring's rate in batches on one machine halves it on another, and one build serves
+// both. Measured in batches of 32, M reports/s, with `hugepin bench ring --prefetch KIND`, the
+// kinds alternating in one binary (fifteenth session; docs/performance.md):
+//   - Intel Sapphire Rapids (the H200 host, KVM), four runs each: write 155.7-162.4 (1.12-1.32x
+//     Boost), none 55.2-113.2 (0.40-0.89x), read 48.1-62.9 (0.35-0.45x). An older Intel Xeon
+//     development VM (first sessions): read 112-126, write 92-96, none 83-91.
+//   - AMD EPYC Zen 5 (the development VM since the thirteenth session, KVM), eight rounds over
+//     three placements of its two vCPUs: read 114.9-132.3 where Boost makes 80-130 (and one run
+//     of 69.5 whose placement moved), 68.8-70.5
+//     where it makes about 78, 362.8-364.0 where it makes 330-490; none 89.7-118.0, 69.1, 376.4;
+//     write 85.6-95.7, 49.0, 296.0-310.8.
+// So: the read prefetch on AMD, the write prefetch everywhere else (the default on every CPU
+// before, kept where nothing was measured, Arm included).
 
 #include <optional>
 #include <string>
