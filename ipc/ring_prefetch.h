@@ -10,9 +10,8 @@
 //     development VM (first sessions): read 112-126, write 92-96, none 83-91.
 //   - AMD EPYC Zen 5 (the development VM since the thirteenth session, KVM), eight rounds over
 //     three placements of its two vCPUs: read 114.9-132.3 where Boost makes 80-130 (and one run
-//     of 69.5 whose placement moved), 68.8-70.5
-//     where it makes about 78, 362.8-364.0 where it makes 330-490; none 89.7-118.0, 69.1, 376.4;
-//     write 85.6-95.7, 49.0, 296.0-310.8.
+//     of 69.5 whose placement moved), 68.8-70.5 where it makes about 78, 362.8-364.0 where it
+//     makes 330-490; none 89.7-118.0, 69.1, 376.4; write 85.6-95.7, 49.0, 296.0-310.8.
 // So: the read prefetch on AMD, the write prefetch everywhere else (the default on every CPU
 // before, kept where nothing was measured, Arm included).
 
